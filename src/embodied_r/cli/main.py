@@ -1,0 +1,76 @@
+"""Entry point: builds the argument parser from the subcommand modules and dispatches."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import pkgutil
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from embodied_r import __version__
+
+_NOT_COMMANDS = {"main", "common"}
+
+
+def _command_modules() -> list[ModuleType]:
+    """Every ``embodied_r.cli.<name>`` module that defines ``register`` and ``run``, in ``ORDER``."""
+    import embodied_r.cli as package
+
+    modules = []
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name in _NOT_COMMANDS or info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"embodied_r.cli.{info.name}")
+        if hasattr(module, "register") and hasattr(module, "run"):
+            modules.append(module)
+    return sorted(modules, key=lambda m: (getattr(m, "ORDER", 100), m.__name__))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="embodied-r",
+        description="Embodied spatial reasoning with RL: key frames -> VLM perception -> small-LM "
+        "reasoner trained with GRPO (Embodied-R), and Robot-R1 keypoint questions.",
+    )
+    parser.add_argument("--version", action="version", version=f"embodied-r {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in _command_modules():
+        sub = module.register(subparsers)
+        sub.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI with ``argv`` (defaults to ``sys.argv[1:]``) and return the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    from embodied_r.cli.common import CLIError
+    from embodied_r.io import DataFileError
+    from embodied_r.records import RecordError
+
+    try:
+        return int(args._run(args) or 0)
+    except (CLIError, DataFileError, RecordError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished results are kept on disk; rerun the same command to resume",
+              file=sys.stderr)
+        return 130
+
+
+def entry_point() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry_point()

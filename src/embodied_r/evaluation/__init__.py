@@ -1,0 +1,1 @@
+"""Evaluation: metrics, benchmark loaders, the batched runner and reports."""

