@@ -1,0 +1,81 @@
+"""Route-plan questions (VSI-Bench ``route_planning``), generated programmatically.
+
+VSI-Bench's routes were written by annotators: start at object S facing object F, then "go forward
+until" a chain of unique objects, with the turns between them hidden as "[please fill in]". Here the
+chain is drawn from unique objects and each hidden turn is classified by the signed angle between the
+current heading and the next leg: left in (45°, 135°), right in (-135°, -45°), back beyond ±135°.
+Legs that go straight on (|angle| < 45°, not an option) and angles within 15° of a boundary are
+rejected as ambiguous (benchmarks.md §6.2 item 8).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from embodied_r.records import QARecord
+from embodied_r.sim.world.options import letter_options
+
+if TYPE_CHECKING:
+    from embodied_r.sim.world.questions import StaticQuestionMaker
+
+TURNS = ("Turn Left", "Turn Right", "Turn Back")
+MIN_LEG = 0.5  # metres; shorter legs make "go forward until" meaningless
+
+
+def classify_turn(heading: np.ndarray, leg: np.ndarray, margin: float = 15.0) -> str | None:
+    """The turn from ``heading`` onto ``leg`` (xy vectors), or None if straight on or near a boundary.
+
+    >>> classify_turn(np.array([1.0, 0.0]), np.array([0.0, 1.0]))
+    'Turn Left'
+    >>> classify_turn(np.array([1.0, 0.0]), np.array([1.0, 0.1])) is None
+    True
+    """
+    angle = math.degrees(math.atan2(heading[0] * leg[1] - heading[1] * leg[0], heading @ leg))
+    magnitude = abs(angle)
+    if min(abs(magnitude - 45.0), abs(magnitude - 135.0)) < margin or magnitude < 45.0:
+        return None
+    if magnitude > 135.0:
+        return "Turn Back"
+    return "Turn Left" if angle > 0 else "Turn Right"
+
+
+def route_question(start: str, facing: str, stops: list[str]) -> str:
+    steps = [f"1. Go forward until the {facing}"]
+    for i, stop in enumerate(stops):
+        steps.append(f"{2 * i + 2}. [please fill in]")
+        steps.append(f"{2 * i + 3}. Go forward until the {stop}")
+    return (f"You are a robot beginning at the {start} facing the {facing}. You want to navigate to the "
+            f"{stops[-1]}. You will perform the following actions (Note: for each [please fill in], choose either "
+            f"'turn back,' 'turn left,' or 'turn right.'): {' '.join(steps)}. You have reached the final destination.")
+
+
+def make_route_questions(maker: "StaticQuestionMaker", max_tries: int = 200) -> list[QARecord]:
+    facts, rng = maker.f, maker.rng
+    unique = facts.unique()
+    out: list[QARecord] = []
+    if len(unique) < 4:
+        return out
+    center = {c: facts.boxes[c][0].centroid[:2] for c in unique}
+    for _ in range(max_tries):
+        n_turns = 3 if len(unique) >= 5 and rng.random() < 0.4 else 2
+        chain = [unique[i] for i in rng.choice(len(unique), size=n_turns + 2, replace=False)]
+        points = [center[c] for c in chain]
+        legs = [b - a for a, b in zip(points, points[1:])]
+        if min(float(np.linalg.norm(leg)) for leg in legs) < MIN_LEG:
+            continue
+        turns = [classify_turn(h, leg) for h, leg in zip(legs, legs[1:])]
+        if any(t is None for t in turns):
+            continue
+        correct = ", ".join(turns)  # type: ignore[arg-type]
+        pool = [", ".join(seq) for seq in itertools.product(TURNS, repeat=n_turns) if ", ".join(seq) != correct]
+        distractors = [pool[i] for i in rng.choice(len(pool), size=3, replace=False)]
+        options, answer = letter_options("route_planning", correct, distractors, maker.balancer)
+        question = route_question(chain[0], chain[1], chain[2:])
+        out.append(maker.record("route_planning", len(out), question, answer, options, chain, turns=turns))
+        if len(out) >= maker.per_task:
+            break
+    return out
