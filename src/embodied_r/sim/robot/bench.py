@@ -1,0 +1,241 @@
+"""An open-ended Robot-R1-Bench-style set from the demonstrations, and 0-3 judge scoring.
+
+Robot-R1 Bench (paper §3.4, App. B.3) asks open questions in four categories -- movement, spatial,
+planning and high-level action -- about frames of expert demos, and a judge model scores each answer
+0-3 against a reference (0 different meaning, 1 partial with significant differences, 2 mostly
+matches, 3 equivalent or more detailed). Here the references are computed from the recorded
+trajectory instead of written by hand: subtask labels come from the keypoints (gripper closes -> grasp,
+opens -> release, otherwise a move named after the nearest object or the goal).
+
+The judge is any function from a batch of chat messages to a batch of texts: an OpenAI-compatible
+endpoint (:func:`openai_judge`) or a local transformers model (:func:`transformers_judge`). A judge reply
+without a parsable score is counted as a judge failure and left out of the mean, never scored 0.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from embodied_r.records import QARecord
+from embodied_r.sim.robot.demos import Episode
+from embodied_r.sim.robot.keypoints import next_keypoint
+from embodied_r.sim.robot.questions import SOURCE, frame_meta, movement_parts, movement_phrase
+from embodied_r.sim.robot.tasks import TaskSpec
+
+CATEGORIES = ("movement", "spatial", "planning", "high_level_action")
+HOLD_DISTANCE_M = 0.08   # object this close to a closed gripper (hand body) counts as held
+ABOVE_MARGIN_M = 0.04
+_RELATION = {"up": "above", "down": "below", "left": "to the left of", "right": "to the right of",
+             "front": "in front of", "back": "behind"}
+Judge = Callable[[list[list[dict[str, str]]]], list[str]]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reference answers from the trajectory
+# ---------------------------------------------------------------------------------------------------
+
+
+def subtask_labels(episode: Episode, keypoints: Sequence[int], spec: TaskSpec) -> dict[int, str]:
+    """A short subtask name for the segment that ends at each keypoint."""
+    obj = spec.object_names[0] if spec.object_names else "object"
+    labels: dict[int, str] = {}
+    for k in keypoints:
+        closed_now, closed_before = bool(episode.gripper_closed[k]), bool(episode.gripper_closed[k - 1])
+        ee, obj_pos = episode.ee_pos[k], episode.object_pos[k][0]
+        held = closed_now and np.linalg.norm(obj_pos - ee) < HOLD_DISTANCE_M
+        if closed_now and not closed_before:
+            labels[k] = f"grasp the {obj}"
+        elif closed_before and not closed_now:
+            labels[k] = f"release the {obj}"
+        elif held:
+            near_goal = np.linalg.norm(obj_pos - episode.goal_pos) < HOLD_DISTANCE_M
+            labels[k] = f"move the {obj} to the {spec.goal_name}" if near_goal else f"lift the {obj}"
+        elif ee[2] - obj_pos[2] > ABOVE_MARGIN_M:
+            labels[k] = f"move the gripper above the {obj}"
+        else:
+            labels[k] = f"move the gripper to the {obj}"
+    return labels
+
+
+def _remaining_plan(labels: dict[int, str], step: int) -> list[str]:
+    plan: list[str] = []
+    for k in sorted(labels):
+        if k > step and (not plan or plan[-1] != labels[k]):
+            plan.append(labels[k])
+    return plan
+
+
+def _relation_phrase(delta: np.ndarray, axis_words: dict[int, tuple[str, str]]) -> str:
+    parts = movement_parts(delta, dead_zone=0.02)
+    words = [("slightly " if m.slight else "") + _RELATION[axis_words[m.axis][1 if m.sign > 0 else 0]]
+             for m in parts]
+    if not words:
+        return "at the same place as"
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def bench_items(episode: Episode, keypoints: Sequence[int], steps: Sequence[int], images: dict[int, str],
+                scene: dict[str, Any], spec: TaskSpec, rng: np.random.Generator) -> list[QARecord]:
+    """Open questions with reference answers for the given frames (one per category per frame)."""
+    axis_words = {int(k): (v[0], v[1]) for k, v in scene["axis_words"].items()}
+    labels = subtask_labels(episode, keypoints, spec)
+    obj = spec.object_names[0] if spec.object_names else "object"
+    records = []
+    for step in steps:
+        target = next_keypoint(keypoints, step)
+        if target is None:
+            continue
+        ee = episode.ee_pos[step]
+        plan = _remaining_plan(labels, step)
+        spatial_kind = ("direction", "distance")[int(rng.integers(2))]
+        obj_pos = episode.object_pos[step][0]
+        if spatial_kind == "direction":
+            spatial = (f"Where is the {obj} relative to the gripper?",
+                       f"The {obj} is {_relation_phrase(obj_pos - ee, axis_words)} the gripper.")
+        else:
+            spatial = (f"How far is the {obj} from the gripper?",
+                       f"About {np.linalg.norm(obj_pos - ee):.2f} m.")
+        items = {
+            "movement": ("What movement should the gripper make next?",
+                         movement_phrase(movement_parts(episode.ee_pos[target] - ee), axis_words).capitalize()),
+            "spatial": spatial,
+            "planning": (f"What are the remaining steps to {spec.description}?",
+                         "\n".join(f"{i + 1}. {label.capitalize()}" for i, label in enumerate(plan))),
+            "high_level_action": ("What is the robot's immediate next subtask?", labels[target].capitalize()),
+        }
+        uid = f"{episode.task}/ep{episode.index:03d}/s{step:04d}"
+        for category, (question, reference) in items.items():
+            records.append(QARecord(
+                id=f"{uid}/bench_{category}", source=f"{SOURCE}_bench", task=category, video=images[step],
+                question=question, options=None, answer=reference, answer_type="open",
+                meta=frame_meta(episode, step, target, spec, scene, images[step])))
+    return records
+
+
+# ---------------------------------------------------------------------------------------------------
+# Prompts: the evaluated model, and the judge
+# ---------------------------------------------------------------------------------------------------
+
+ANSWER_SYSTEM = (
+    "You look at a robot arm working on a tabletop. Answer only what is asked, briefly, without saying "
+    "why. Directions are as seen from the front camera: up is away from the table, front is toward the "
+    "camera, left and right are the camera's left and right. For movement give the moves, e.g. "
+    "'Move down and slightly right'; for planning give a numbered list; for the next subtask give one "
+    "short action. Reason inside <think> </think> and put the answer inside <answer> </answer>."
+)
+JUDGE_SYSTEM = (
+    "You grade an answer about a robot scene against a reference answer. Give 3 if it means the same "
+    "as the reference or says the same with more detail, 2 if it mostly matches, 1 if it matches only "
+    "in part with important differences, 0 if it means something different. Accept paraphrases and "
+    "synonyms (front/forward, back/backward). Reply exactly as 'Score: N' on the first line, then "
+    "'Reason: ...'."
+)
+_SCORE_RE = re.compile(r"score\s*[:=]?\s*\[?\s*([0-3])\b", re.IGNORECASE)
+
+
+def answer_messages(record: QARecord, path: str = "image") -> list[dict[str, Any]]:
+    """Messages asking the evaluated model one bench question (image path or text path)."""
+    from embodied_r.sim.robot.scene_text import scene_lines
+
+    lines = [f"Task: {record.meta['task_description']}"]
+    if path == "text":
+        lines += scene_lines(record.meta, with_offset=False)
+        lines.append(f"- the gripper is at {record.meta['current_xyz']}")
+    lines.append(f"Question ({record.task.replace('_', ' ')}): {record.question}")
+    text = "\n".join(lines)
+    content: Any = text if path == "text" else [{"type": "image", "image": record.meta["image"]},
+                                                 {"type": "text", "text": text}]
+    return [{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": content}]
+
+
+def judge_messages(record: QARecord, model_answer: str) -> list[dict[str, str]]:
+    user = (f"Question category: {record.task}\nQuestion: {record.question}\n"
+            f"Reference answer: {record.answer}\nModel answer: {model_answer}")
+    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+
+
+def parse_judge_score(text: str) -> int | None:
+    """The 0-3 score of a judge reply, or None when it gives none.
+
+    >>> parse_judge_score("Score: 2\\nReason: close")
+    2
+    >>> parse_judge_score("I think it is fine") is None
+    True
+    """
+    match = _SCORE_RE.search(text or "")
+    return int(match.group(1)) if match else None
+
+
+def score_bench(records: Sequence[QARecord], completions: dict[str, str], judge: Judge) -> dict[str, Any]:
+    """Mean 0-3 score per category. Only the ``<answer>`` content is judged (paper Table 10); a
+    completion without one scores 0 and is counted as ``unparsed``; unparsable judge replies are
+    counted as ``judge_failures`` and excluded."""
+    from embodied_r.reasoning.parsing import extract_answer_span
+
+    missing = [r.id for r in records if r.id not in completions]
+    if missing:
+        raise KeyError(f"no completion for {len(missing)} bench questions, e.g. {missing[:3]}")
+    scores: dict[str, list[int]] = defaultdict(list)
+    unparsed: dict[str, int] = defaultdict(int)
+    failures: dict[str, int] = defaultdict(int)
+    to_judge: list[QARecord] = []
+    answers: list[str] = []
+    for record in records:
+        span = extract_answer_span(completions[record.id])
+        if span is None or not span.strip():
+            scores[record.task].append(0)
+            unparsed[record.task] += 1
+        else:
+            to_judge.append(record)
+            answers.append(span.strip())
+    replies = judge([judge_messages(r, a) for r, a in zip(to_judge, answers)]) if to_judge else []
+    if len(replies) != len(to_judge):
+        raise RuntimeError(f"judge returned {len(replies)} replies for {len(to_judge)} questions")
+    for record, reply in zip(to_judge, replies):
+        score = parse_judge_score(reply)
+        if score is None:
+            failures[record.task] += 1
+        else:
+            scores[record.task].append(score)
+    return {cat: {"mean": float(np.mean(scores[cat])) if scores[cat] else None, "n": len(scores[cat]),
+                  "unparsed": unparsed[cat], "judge_failures": failures[cat]}
+            for cat in CATEGORIES if cat in {r.task for r in records}}
+
+
+def openai_judge(base_url: str, model: str, api_key: str | None = None, temperature: float = 0.0,
+                 max_tokens: int = 128) -> Judge:
+    """A judge served over an OpenAI-compatible API (temperature 0 for reproducible scores; the paper's
+    GPT-4o judge ran at 1)."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=base_url, api_key=api_key or "EMPTY")
+
+    def judge(batch: list[list[dict[str, str]]]) -> list[str]:
+        replies = []
+        for messages in batch:
+            response = client.chat.completions.create(model=model, messages=messages,  # type: ignore[arg-type]
+                                                      temperature=temperature, max_tokens=max_tokens)
+            replies.append(response.choices[0].message.content or "")
+        return replies
+
+    return judge
+
+
+def transformers_judge(model: Any, tokenizer: Any, max_new_tokens: int = 32) -> Judge:
+    """A judge from a loaded local chat model (greedy decoding)."""
+    import torch
+
+    def judge(batch: list[list[dict[str, str]]]) -> list[str]:
+        texts = [tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in batch]
+        inputs = tokenizer(texts, return_tensors="pt", padding=True).to(model.device)
+        with torch.no_grad():
+            output = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,
+                                    pad_token_id=tokenizer.pad_token_id)
+        return tokenizer.batch_decode(output[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+
+    return judge

@@ -1,0 +1,112 @@
+"""`embodied-r synth robot` end to end, with every answer rechecked against the recorded trajectory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from embodied_r.cli.main import main
+from embodied_r.io import read_jsonl
+from embodied_r.records import PromptRow, QARecord
+from embodied_r.sim.robot.demos import Episode
+from embodied_r.sim.robot.keypoints import discover_keypoints, next_keypoint
+from embodied_r.sim.robot.questions import format_xyz, movement_parts, movement_phrase
+
+
+def _option_text(record: QARecord, letter: str) -> str:
+    return next(o.split(". ", 1)[1] for o in record.options if o.startswith(f"{letter}. "))
+
+
+def test_every_answer_matches_the_trajectory(robot_dataset: Path) -> None:
+    records = [QARecord.from_dict(r) for r in read_jsonl(robot_dataset / "questions.jsonl")]
+    assert {r.task for r in records} == {"waypoint", "current_state", "movement"}
+    episodes: dict[str, Episode] = {}
+    for record in records:
+        meta = record.meta
+        path = robot_dataset / meta["episode_file"]
+        episode = episodes.setdefault(str(path), Episode.load(path))
+        assert episode.success
+        # Recompute keypoints from the raw arrays (ARM rule + expert phase changes).
+        kps = discover_keypoints(episode.gripper_closed, episode.joint_vel,
+                                 expert_targets=episode.expert_target)
+        assert kps == meta["keypoints"]
+        step = meta["step"]
+        target = next_keypoint(kps, step)
+        assert target == meta["target_step"] and target > step
+        assert len(record.options) == 4 and record.answer in "ABCD"
+        chosen = _option_text(record, record.answer)
+        if record.task in ("waypoint", "current_state"):
+            truth = episode.ee_pos[target] if record.task == "waypoint" else episode.ee_pos[step]
+            assert np.allclose(json.loads(chosen), truth, atol=5e-4)
+            for letter in "ABCD":           # no other option is the truth
+                if letter != record.answer:
+                    assert not np.allclose(json.loads(_option_text(record, letter)), truth, atol=0.01)
+        else:
+            words = {int(k): tuple(v) for k, v in meta["scene"]["axis_words"].items()}
+            expected = movement_phrase(movement_parts(episode.ee_pos[target] - episode.ee_pos[step]), words)
+            assert chosen == expected
+        image = robot_dataset / meta["image"]
+        assert Image.open(image).size == (96, 80)
+
+
+def test_prompt_files_line_up_with_questions(robot_dataset: Path) -> None:
+    questions = read_jsonl(robot_dataset / "questions.jsonl")
+    text = [PromptRow.from_dict(r) for r in read_jsonl(robot_dataset / "prompts.jsonl")]
+    vl = [PromptRow.from_dict(r) for r in read_jsonl(robot_dataset / "prompts_vl.jsonl")]
+    assert [r.id for r in text] == [q["id"] for q in questions] == [r.id for r in vl]
+    for row, q in zip(text, questions):
+        system, user = row.prompt
+        assert "<think>" in system["content"] and "[[X]]" in system["content"]
+        assert row.answer == q["answer"] and row.options == q["options"]
+        for option in q["options"]:
+            letter, _, body = option.partition(". ")
+            assert f"[[{letter}]] {body}" in user["content"]
+        if q["task"] == "current_state":     # the text path must not leak the answer
+            assert format_xyz(q["meta"]["current_xyz"]) not in user["content"].split("## Question")[0]
+    image_entry = vl[0].prompt[1]["content"][0]
+    assert image_entry["type"] == "image" and (robot_dataset / image_entry["image"]).is_file()
+    opened = read_jsonl(robot_dataset / "prompts_open.jsonl")
+    assert len(opened) == sum(q["task"] == "waypoint" for q in questions)
+    assert all(r["answer_type"] == "open" and r["answer"].startswith("[") for r in opened)
+
+
+def test_summary_and_resume(robot_dataset: Path, robot_tasks: tuple[str, ...]) -> None:
+    summary = json.loads((robot_dataset / "summary.json").read_text())
+    assert summary["episodes_attempted"] == 2 * len(robot_tasks)
+    assert summary["episodes_kept"] + summary["episodes_discarded"] == summary["episodes_attempted"]
+    before = (robot_dataset / "episodes.jsonl").read_text()
+    assert main(["synth", "robot", "--out", str(robot_dataset), "--tasks", *robot_tasks, "--episodes", "2",
+                 "--resolution", "96x80", "--seed", "3"]) == 0
+    assert (robot_dataset / "episodes.jsonl").read_text() == before      # nothing rerun or duplicated
+    assert json.loads((robot_dataset / "summary.json").read_text()) == summary
+
+
+def test_failed_experts_are_discarded_and_counted(tmp_path: Path) -> None:
+    code = main(["synth", "robot", "--out", str(tmp_path), "--tasks", "pick-place-v3", "--episodes", "1",
+                 "--max-steps", "5"])
+    assert code == 2                              # nothing kept: a clear error, not an empty success
+    rows = read_jsonl(tmp_path / "episodes.jsonl")
+    assert rows[0]["status"] == "failed" and "5 steps" in rows[0]["reason"]
+    assert json.loads((tmp_path / "summary.json").read_text())["episodes_discarded"] == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--tasks", "no-such-task-v3"], "unknown Meta-World task"),
+    (["--camera", "nowhere"], "not in this scene"),
+    (["--resolution", "big"], "expected WxH"),
+])
+def test_bad_input_is_a_clear_error(tmp_path: Path, capsys, argv: list[str], message: str) -> None:
+    code = main(["synth", "robot", "--out", str(tmp_path), "--episodes", "1", *argv])
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_default_tasks_match_library() -> None:
+    from embodied_r.cli._synth_robot import _DEFAULT_TASKS
+    from embodied_r.sim.robot.tasks import DEFAULT_TASKS
+
+    assert _DEFAULT_TASKS == DEFAULT_TASKS
