@@ -13,6 +13,12 @@ MODULES = [
     "embodied_r.evaluation.metrics",
     "embodied_r.evaluation.generation",
     "embodied_r.evaluation.benchmarks.embodied_r_json",
+    "embodied_r.perception.entities",
+    "embodied_r.perception.prompts",
+    "embodied_r.perception.parsing",
+    "embodied_r.perception.cache",
+    "embodied_r.perception.backends",
+    "embodied_r.perception.fake_server",
 ]
 
 

@@ -1,0 +1,82 @@
+"""``embodied-r build-prompts``: questions + perception -> the reasoner prompt rows training and eval read.
+
+Each row is a ``PromptRow`` whose ``prompt`` is the chat (system + user) built by
+``embodied_r.reasoning.prompts.build_reasoner_messages`` — the official Embodied-R text by default —
+so GRPO training and evaluation see exactly the same prompt for a question. Questions without a
+perception record are listed and skipped, never given an empty video description.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+ORDER = 35
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "build-prompts",
+        help="build reasoner prompt rows (official Embodied-R format) from questions and perception",
+        description="Join questions with their perception records and write one prompt row per question "
+        "(JSON Lines) for `embodied-r train` and `embodied-r eval`.",
+    )
+    parser.add_argument("--qa", required=True, help="questions (QARecord .jsonl)")
+    parser.add_argument("--perception", required=True, help="Perception .jsonl from `embodied-r perceive`")
+    parser.add_argument("--out", required=True, help="output prompt rows (.jsonl)")
+    parser.add_argument("--prompt-version", default="official-v1", choices=["official-v1", "structured-v1"],
+                        help="reasoner prompt template (default: %(default)s, the paper's exact text)")
+    return parser
+
+
+def build_rows(questions: list[Any], perceptions: dict[str, Any], prompt_version: str) -> tuple[list[Any], list[str]]:
+    """Prompt rows for the questions that have perception, and the ids of those that do not."""
+    from embodied_r.reasoning.prompts import build_reasoner_messages
+    from embodied_r.records import PromptRow
+
+    rows, missing = [], []
+    for qa in questions:
+        perception = perceptions.get(qa.id)
+        if perception is None:
+            missing.append(qa.id)
+            continue
+        messages = build_reasoner_messages(perception.frames, qa.question, qa.options, version=prompt_version)
+        meta = {
+            "source": qa.source,
+            "video": qa.video,
+            "prompt_version": prompt_version,
+            "perception": {"backend": perception.backend, "model": perception.model,
+                           "prompt_version": perception.prompt_version,
+                           "leaked": bool(perception.meta.get("leaked"))},
+        }
+        rows.append(PromptRow(id=qa.id, task=qa.task, prompt=messages, answer=qa.answer,
+                              answer_type=qa.answer_type, options=qa.options, meta=meta))
+    return rows, missing
+
+
+def run(args: argparse.Namespace) -> int:
+    from embodied_r.cli.common import console
+    from embodied_r.io import DataFileError, iter_jsonl, write_jsonl
+    from embodied_r.perception.runner import load_questions
+    from embodied_r.records import Perception
+
+    questions = load_questions(args.qa)
+    perceptions: dict[str, Perception] = {}
+    for number, data in enumerate(iter_jsonl(args.perception), start=1):
+        try:
+            record = Perception.from_dict(data)
+        except (TypeError, ValueError) as exc:
+            raise DataFileError(f"{args.perception}: record {number}: {exc}") from exc
+        perceptions[record.qa_id] = record  # a later record for the same question supersedes
+    rows, missing = build_rows(questions, perceptions, args.prompt_version)
+    write_jsonl(args.out, [row.to_dict() for row in rows])
+    out = console()
+    out.print(f"wrote {len(rows)} prompt row(s) ({args.prompt_version}) to {args.out}", markup=False)
+    if missing:
+        shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
+        out.print(f"skipped {len(missing)} question(s) without perception: {shown}; run `embodied-r perceive` "
+                  "for them first", markup=False)
+    leaked = sum(1 for row in rows if row.meta["perception"]["leaked"])
+    if leaked:
+        out.print(f"{leaked} row(s) come from perception flagged for answer leakage (meta.perception.leaked)")
+    return 0

@@ -1,0 +1,102 @@
+"""End to end through the CLI: perceive (openai against a loopback server; oracle on a synthetic world)
+-> build-prompts -> the prompt rows that evaluation reads."""
+
+from __future__ import annotations
+
+import pytest
+
+from embodied_r.cli.main import main
+from embodied_r.evaluation.runner import load_prompt_rows_jsonl
+from embodied_r.io import read_jsonl
+from embodied_r.perception.fake_server import FakeVLMServer
+from embodied_r.reasoning.prompts import OFFICIAL_SYSTEM_PROMPT
+
+SECRET = "sk-cli-secret-should-never-be-written"
+
+
+def test_perceive_openai_then_build_prompts(dataset, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CLI_TEST_KEY", SECRET)
+    perception, rows_path = tmp_path / "perception.jsonl", tmp_path / "rows.jsonl"
+    with FakeVLMServer(latency=0.01) as server:
+        code = main(["perceive", "--qa", str(dataset.qa), "--keyframes", str(dataset.keyframes), "--backend", "openai",
+                     "--base-url", server.base_url, "--model", "fake-vlm", "--api-key-env", "CLI_TEST_KEY",
+                     "--concurrency", "4", "--out", str(perception)])
+        assert server.stats()["authorization"] == {f"Bearer {SECRET}"}
+    assert code == 0
+    summary = capsys.readouterr().out
+    assert "perception (openai, fake-vlm, official-v1)" in summary
+    records = read_jsonl(perception)
+    assert len(records) == 6 and all(len(r["frames"]) == 4 for r in records)
+    written = [perception, *tmp_path.glob("perception.jsonl.cache/??/*.json")]
+    assert len(written) == 1 + 24 and not any(SECRET in p.read_text() for p in written)
+
+    # One question has no perception: it is reported and skipped, never given an empty description.
+    kept = [line for line in perception.read_text().splitlines() if '"qa_id": "v1q2"' not in line]
+    perception.write_text("\n".join(kept) + "\n")
+    assert main(["build-prompts", "--qa", str(dataset.qa), "--perception", str(perception),
+                 "--out", str(rows_path)]) == 0
+    assert "skipped 1 question(s) without perception: v1q2" in capsys.readouterr().out
+    rows, report = load_prompt_rows_jsonl(rows_path)
+    assert report.skipped == [] and report.kept == 5
+    assert len(rows) == 5 and rows[0].id == "v0q0" and rows[0].answer == "B"
+    system, user = rows[0].prompt
+    assert system == {"role": "system", "content": OFFICIAL_SYSTEM_PROMPT}
+    assert "Frame 1: After Rotate left, Observe: A white door on the right" in user["content"]
+    assert user["content"].endswith("Choices:\nA. left\nB. right\nC. back")
+    assert rows[0].meta["perception"] == {"backend": "openai", "model": "fake-vlm", "prompt_version": "official-v1",
+                                          "leaked": False}
+
+    assert main(["build-prompts", "--qa", str(dataset.qa), "--perception", str(perception),
+                 "--out", str(rows_path), "--prompt-version", "structured-v1"]) == 0
+    rows, _ = load_prompt_rows_jsonl(rows_path)
+    assert "Related to the question: The table is ahead-left." in rows[0].prompt[1]["content"]
+    assert rows[0].meta["prompt_version"] == "structured-v1"
+
+
+def test_user_errors_exit_2_with_a_message(dataset, tmp_path, capsys):
+    base = ["perceive", "--qa", str(dataset.qa), "--keyframes", str(dataset.keyframes), "--out", str(tmp_path / "o")]
+    assert main([*base, "--backend", "openai", "--model", "m"]) == 2
+    assert "--base-url" in capsys.readouterr().err
+    assert main([*base, "--backend", "transformers"]) == 2
+    assert "needs --model" in capsys.readouterr().err
+    assert main(["perceive", "--qa", str(dataset.qa), "--keyframes", str(tmp_path / "nope"), "--backend", "oracle",
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "run `embodied-r keyframes` first" in capsys.readouterr().err
+    assert main([*base, "--backend", "oracle", "--oracle-noise", "0.1,x"]) == 2
+    assert "MISS,WRONG,SIGMA" in capsys.readouterr().err
+    assert main(["build-prompts", "--qa", str(dataset.qa), "--perception", str(tmp_path / "missing.jsonl"),
+                 "--out", str(tmp_path / "r.jsonl")]) == 2
+    assert "file not found" in capsys.readouterr().err
+
+
+def test_failed_requests_give_exit_1_and_are_listed(dataset, tmp_path, capsys):
+    from embodied_r.perception.fake_server import Fault
+
+    with FakeVLMServer(faults=lambda fingerprint, attempt: Fault("status", 400)) as server:
+        code = main(["perceive", "--qa", str(dataset.qa), "--keyframes", str(dataset.keyframes), "--backend",
+                     "openai", "--base-url", server.base_url, "--model", "m", "--out", str(tmp_path / "p.jsonl")])
+    assert code == 1
+    out = capsys.readouterr().out
+    assert "6 question(s) failed; rerun the same command to retry them" in out and "HTTP 400" in out
+
+
+def test_synthetic_world_keyframes_oracle_build_prompts(tmp_path, capsys):
+    pytest.importorskip("mujoco")
+    world = tmp_path / "world"
+    assert main(["synth", "world", "--out", str(world), "--scenes", "1", "--seed", "3", "--resolution", "160x120",
+                 "--fps", "8", "--seconds", "8"]) == 0
+    assert main(["keyframes", str(world / "videos"), "--out", str(world / "kf")]) == 0
+    perception, rows_path = world / "perception.jsonl", world / "rows.jsonl"
+    assert main(["perceive", "--qa", str(world / "questions.jsonl"), "--keyframes", str(world / "kf"),
+                 "--backend", "oracle", "--out", str(perception)]) == 0
+    questions = read_jsonl(world / "questions.jsonl")
+    records = read_jsonl(perception)
+    assert len(records) == len(questions) > 0
+    assert all(r["backend"] == "oracle" and r["frames"][0]["action"] is None for r in records)
+    assert all(not r["meta"]["parse_errors"] for r in records)
+    assert main(["build-prompts", "--qa", str(world / "questions.jsonl"), "--perception", str(perception),
+                 "--out", str(rows_path)]) == 0
+    rows, report = load_prompt_rows_jsonl(rows_path)
+    assert report.skipped == [] and len(rows) == len(questions)
+    assert all(row.prompt[1]["content"].count("Frame 0: Observe:") == 1 for row in rows)
+    assert {row.answer_type for row in rows} <= {"choice", "number"}
