@@ -29,6 +29,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
     parser.add_argument("--max-side", type=int, default=768,
                         help="downscale frames so the longer side is at most this (default: %(default)s)")
+    add_backend_arguments(parser)
+    return parser
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of the perception backends (shared with `embodied-r answer`)."""
     vlm = parser.add_argument_group("VLM backends (openai, transformers)")
     vlm.add_argument("--model", default=None, help="model name served at --base-url, or local id/path")
     vlm.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default: 0)")
@@ -50,7 +56,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     oracle.add_argument("--oracle-noise", default=None, metavar="MISS,WRONG,SIGMA",
                         help="perception errors: miss probability, wrong-label probability, distance sigma")
     oracle.add_argument("--seed", type=int, default=0, help="oracle noise seed (default: 0)")
-    return parser
 
 
 def _backend_options(args: argparse.Namespace, qa_dir: Any) -> dict[str, Any]:

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from embodied_r.cascade import normalise_options
+from embodied_r.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def tiny_world(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("world")
+    code = main(["synth", "world", "--out", str(out), "--scenes", "1", "--seed", "5", "--seconds", "6",
+                 "--resolution", "160x120"])
+    assert code == 0
+    return out
+
+
+def test_answer_with_oracle_on_a_synthetic_video(tiny_world: Path, tiny_lm_dir: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    qa = json.loads((tiny_world / "questions.jsonl").read_text().splitlines()[0])
+    video = tiny_world / qa["video"]
+    argv = ["answer", str(video), "--question", qa["question"], "--reasoner", str(tiny_lm_dir),
+            "--max-new-tokens", "8", "--work-dir", str(tmp_path / "work"), "--json"]
+    if qa["options"]:
+        argv += ["--options", *qa["options"]]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert len(result["keyframe_timestamps"]) >= 4            # the [4, 32] clamp of the selector
+    assert len(result["perception"]) == len(result["keyframe_timestamps"])
+    assert result["perception"][0]["raw"]                      # oracle text for the first key frame
+    assert set(result["timings"]) == {"keyframes_s", "perception_s", "reasoner_load_s", "reasoning_s"}
+    assert result["models"]["perception"].startswith("oracle")
+    # Asking again reuses the key frames and the cached perception requests.
+    assert main(argv) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["perception"] == result["perception"]
+    assert again["keyframe_timestamps"] == result["keyframe_timestamps"]
+
+
+def test_answer_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["answer", str(tmp_path / "none.mp4"), "--question", "q"]) == 2
+    assert "video file not found" in capsys.readouterr().err
+    video = tmp_path / "v.mp4"
+    video.write_bytes(b"not a video")
+    assert main(["answer", str(video), "--question", "q", "--vlm", "gpt/x"]) == 2
+    assert "--vlm" in capsys.readouterr().err
+    assert main(["answer", str(video), "--question", "q", "--vlm", "openai/some-vlm"]) == 2
+    assert "--base-url" in capsys.readouterr().err
+
+
+def test_normalise_options() -> None:
+    assert normalise_options(["left", "right"]) == ["A. left", "B. right"]
+    assert normalise_options(["A. left", "B) right"]) == ["A. left", "B. right"]
+    assert normalise_options(None) is None
