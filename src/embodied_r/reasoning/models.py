@@ -139,7 +139,10 @@ def load_reasoner(name_or_path: str = DEFAULT_REASONER, dtype: str | Any = "auto
     ``name_or_path`` is ``smollm2-135m-instruct`` (packaged), a local folder, or a hub id.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    # transformers' per-load progress bars flood the CLI's own progress display.
+    hf_logging.disable_progress_bar()
     path = resolve_model_path(name_or_path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)

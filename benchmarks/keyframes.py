@@ -1,0 +1,215 @@
+"""Key-frame extraction: our extractor vs a straightforward re-implementation of the official pipeline.
+
+Usage (from the repository root)::
+
+    .venv/bin/python benchmarks/keyframes.py                 # generated 3-minute videos + a folder
+    .venv/bin/python benchmarks/keyframes.py --videos a.mp4  # also any videos you give
+
+For every video it times, in one process and interleaved (best of ``--repeat``):
+  * ``official``: ``benchmarks/official_keyframes.py`` (OpenCV reads and converts every frame, 1-fps
+    temporary mp4 round trip, ORB on both frames of every pair, rasterised overlap);
+  * ``ours``: ``embodied_r.video.keyframes.extract_keyframes`` at default settings;
+  * ``decode``: ``embodied_r.video.decode.sample_frames`` alone (the sampled frames as BGR), the
+    floor that selection is measured against;
+and prints wall time, source frames per second, the speed-up over the official pipeline, the cost of
+selection relative to decoding, and the agreement (Jaccard of key-frame timestamps). Then it runs a
+folder of videos: the official pipeline one video after another vs ``embodied-r keyframes --workers 2``.
+Generated videos are cached in ``--cache`` (default: a folder in the system temp dir).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # official_keyframes beside this file
+
+from official_keyframes import official_keyframes  # noqa: E402
+
+from embodied_r.cli.common import print_table  # noqa: E402
+from embodied_r.video.batch import KeyframeJob, run_batch  # noqa: E402
+from embodied_r.video.decode import probe, sample_frames  # noqa: E402
+from embodied_r.video.keyframes import extract_keyframes  # noqa: E402
+from embodied_r.video.synthetic import Shot, render_shots, textured_world, write_video  # noqa: E402
+
+
+# ---------------------------------------------------------------------------------------------------
+# Test videos
+# ---------------------------------------------------------------------------------------------------
+
+
+def walkthrough_shots(seconds: float, width: int, height: int, seed: int) -> list[Shot]:
+    """Pans at different speeds, a static stretch and hard cuts between three 'rooms'."""
+    parts = [(0.35, 0.08), (0.10, 0.0), (0.25, 0.15), (0.30, 0.05)]  # (share of time, speed)
+    shots = []
+    for number, (share, speed) in enumerate(parts):
+        length = seconds * share
+        world_width = int(width * (1.3 + speed * length)) + 2
+        world = textured_world(int(height * 1.6), world_width, seed * 10 + number)
+        shots.append(Shot(world, length, speed))
+    return shots
+
+
+def make_video(cache: Path, seconds: float, codec: str, width: int, height: int, fps: float,
+               seed: int = 0) -> Path:
+    path = cache / f"walk_{int(seconds)}s_{width}x{height}_{int(fps)}fps_{codec}_seed{seed}.mp4"
+    if not path.exists():
+        print(f"generating {path.name} ...", flush=True)
+        frames = render_shots(walkthrough_shots(seconds, width, height, seed), width, height, fps)
+        partial = path.with_name(path.stem + ".partial.mp4")
+        write_video(partial, frames, fps, codec)  # type: ignore[arg-type]
+        partial.replace(path)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------
+# Measurements
+# ---------------------------------------------------------------------------------------------------
+
+
+def timed(function: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    result = function()
+    return time.perf_counter() - started, result
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (batch workers), all threads."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def timed_cpu(function: Callable[[], Any]) -> tuple[float, float, Any]:
+    """(wall seconds, CPU seconds, result). On a shared machine the CPU time is the steadier measure
+    of work done; the wall time is what a user waits."""
+    cpu_start = cpu_seconds()
+    wall, result = timed(function)
+    return wall, cpu_seconds() - cpu_start, result
+
+
+def jaccard(a: list[float], b: list[float]) -> float:
+    left, right = {round(t, 3) for t in a}, {round(t, 3) for t in b}
+    return len(left & right) / len(left | right) if left | right else 1.0
+
+
+def bench_video(path: Path, repeat: int) -> dict[str, Any]:
+    """Best-of-``repeat`` wall times of the three methods, interleaved so load hits all alike."""
+    best: dict[str, float] = {}
+    best_cpu: dict[str, float] = {}
+    outputs: dict[str, Any] = {}
+    methods: dict[str, Callable[[], Any]] = {
+        "official": lambda: official_keyframes(path),
+        "ours": lambda: extract_keyframes(path).timestamps,
+        "decode": lambda: [t for t, _ in sample_frames(path, 1.0)],
+    }
+    for _ in range(repeat):
+        for name, method in methods.items():
+            seconds, cpu, outputs[name] = timed_cpu(method)
+            best[name] = min(best.get(name, float("inf")), seconds)
+            best_cpu[name] = min(best_cpu.get(name, float("inf")), cpu)
+    info = probe(path)
+    label = f"{path.stem[:24]} ({info.codec}, {info.duration:.0f} s)"
+    return {"path": path, "label": label, "frames": info.frame_count, "best": best, "cpu": best_cpu,
+            "official": outputs["official"],
+            "ours": outputs["ours"], "sampled": len(outputs["decode"])}
+
+
+def report_videos(results: list[dict[str, Any]]) -> None:
+    rows = []
+    for r in results:
+        best = r["best"]
+        for name in ("official", "ours", "decode"):
+            keys = len(r[name]) if name in ("official", "ours") else r["sampled"]
+            cpu = r["cpu"]
+            rows.append([f"{r['label']} {name}", best[name], r["frames"] / best[name], keys,
+                         best["official"] / best[name], best[name] / best["decode"], cpu[name],
+                         cpu["official"] / cpu[name], cpu[name] / cpu["decode"]])
+        rows.append(["  agreement: Jaccard(official, ours)", None, None,
+                     round(jaccard(r["official"], r["ours"]), 3), None, None, None, None, None])
+    print_table("per video, best of repeats (x official: speed-up; / decode: over decoding alone)",
+                ["video, method", "wall s", "frames/s", "key frames", "x official", "/ decode",
+                 "CPU s", "CPU x official", "CPU / decode"], rows)
+
+
+def bench_folder(videos: list[Path], workers: int, repeat: int) -> None:
+    """Whole folder, best of ``repeat``: the official pipeline one video after another vs our batch
+    runner (the code behind ``embodied-r keyframes --workers N``), including its process start-up."""
+    official_s = ours_s = official_cpu = ours_cpu = float("inf")
+    for _ in range(repeat):
+        wall, cpu, _ = timed_cpu(lambda: [official_keyframes(v) for v in videos])
+        official_s, official_cpu = min(official_s, wall), min(official_cpu, cpu)
+        with tempfile.TemporaryDirectory() as out:
+            job = KeyframeJob()
+            wall, cpu, results = timed_cpu(lambda: run_batch(videos, Path(out), job, workers=workers))
+        ours_s, ours_cpu = min(ours_s, wall), min(ours_cpu, cpu)
+        failed = [r for r in results if not r["ok"]]
+        if failed:
+            raise SystemExit(f"batch failures: {failed}")
+    frames = sum(probe(v).frame_count for v in videos)
+    print_table(f"folder of {len(videos)} videos (best of {repeat}; CPU includes the worker processes)",
+                ["method", "wall s", "frames/s", "x official", "CPU s", "CPU x official"],
+                [["official, one after another", official_s, frames / official_s, 1.0, official_cpu, 1.0],
+                 [f"ours, --workers {workers}", ours_s, frames / ours_s, official_s / ours_s, ours_cpu,
+                  official_cpu / ours_cpu]])
+
+
+def breakdown(path: Path) -> None:
+    """CPU seconds of each stage of our extractor, run one after another (no prefetch thread), to
+    show what bounds it: decoding the sampled frames, ORB on them, matching + homography + overlap."""
+    from embodied_r.video.keyframes import OverlapTracker
+
+    def cpu(function: Callable[[], Any]) -> tuple[float, Any]:
+        started = time.process_time()
+        result = function()
+        return time.process_time() - started, result
+
+    decode_s, frames = cpu(lambda: list(sample_frames(path, 1.0, color="gray")))
+    tracker = OverlapTracker()
+    orb_s, views = cpu(lambda: [tracker.view(gray) for _, gray in frames])
+    height, width = frames[0][1].shape[:2]
+    match_s, _ = cpu(lambda: [tracker.overlap(a, b, width, height) for a, b in zip(views, views[1:])])
+    total = decode_s + orb_s + match_s
+    rows = [[name, seconds, 1000 * seconds / len(frames), seconds / total]
+            for name, seconds in [("decode sampled frames (gray)", decode_s),
+                                  ("ORB detect + describe", orb_s), ("match + RANSAC + overlap", match_s)]]
+    print_table(f"where our time goes: {path.name} ({len(frames)} sampled frames, CPU seconds)",
+                ["stage", "CPU s", "ms / sampled frame", "share"], rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--videos", nargs="*", default=[], help="extra videos to measure")
+    parser.add_argument("--seconds", type=float, default=180, help="length of the generated videos (180)")
+    parser.add_argument("--codecs", nargs="+", default=["mp4v", "h264"], choices=["mp4v", "h264"])
+    parser.add_argument("--size", default="640x360", help="generated video size (640x360)")
+    parser.add_argument("--fps", type=float, default=30)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--folder", type=int, default=4, help="videos in the folder run (0 to skip)")
+    parser.add_argument("--folder-seconds", type=float, default=60)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "embodied_r_bench_videos")
+    args = parser.parse_args(argv)
+    width, height = (int(v) for v in args.size.split("x"))
+    args.cache.mkdir(parents=True, exist_ok=True)
+    videos = [make_video(args.cache, args.seconds, c, width, height, args.fps) for c in args.codecs]
+    videos += [Path(v) for v in args.videos]
+    report_videos([bench_video(v, args.repeat) for v in videos])
+    for video in videos:
+        breakdown(video)
+    if args.folder:
+        codecs = [args.codecs[i % len(args.codecs)] for i in range(args.folder)]
+        folder = [make_video(args.cache, args.folder_seconds, codec, width, height, args.fps, seed=i + 1)
+                  for i, codec in enumerate(codecs)]
+        bench_folder(folder, args.workers, args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

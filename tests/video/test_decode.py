@@ -1,0 +1,185 @@
+"""Decoding by timestamp: metadata, the right frames (checked against OpenCV decoding every frame),
+variable frame rate, rotation, and every kind of bad input."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import cv2
+import numpy as np
+import pytest
+
+from embodied_r.video.decode import DecodeReport, VideoError, probe, read_frames_at, sample_frames
+from embodied_r.video.synthetic import write_video
+
+
+@pytest.fixture
+def opencv_frames(official: ModuleType) -> Callable[[Path], list[np.ndarray]]:
+    """Reference decoding: every frame, read by OpenCV."""
+    return official.read_every_frame
+
+
+@pytest.mark.parametrize("fixture", ["pan_mp4v", "pan_h264"])
+def test_probe_reports_the_written_metadata(fixture: str, request: pytest.FixtureRequest) -> None:
+    info = probe(request.getfixturevalue(fixture))
+    assert (info.width, info.height, info.rotation) == (320, 240, 0)
+    assert info.fps == pytest.approx(10.0)
+    assert info.frame_count == 120
+    assert info.duration == pytest.approx(12.0, abs=0.11)
+    assert info.codec == ("mpeg4" if fixture == "pan_mp4v" else "h264")
+
+
+@pytest.mark.parametrize("fixture", ["pan_mp4v", "pan_h264"])
+def test_sampled_frames_are_the_frames_at_those_times(
+    fixture: str, request: pytest.FixtureRequest, opencv_frames: Callable[[Path], list[np.ndarray]]
+) -> None:
+    # Selective decoding (GOP skipping for mp4v, skip_frame=NONREF for B-frames) must return exactly
+    # the frames a full decode gives at indices 0, 10, 20, ... plus the last one.
+    path = request.getfixturevalue(fixture)
+    reference = opencv_frames(path)
+    report = DecodeReport()
+    sampled = list(sample_frames(path, 1.0, report=report))
+    assert [round(t, 3) for t, _ in sampled] == [float(s) for s in range(12)] + [11.9]
+    for timestamp, frame in sampled:
+        expected = reference[round(timestamp * 10)]
+        assert frame.shape == (240, 320, 3)
+        assert np.abs(frame.astype(int) - expected).mean() < 2.0, timestamp
+    assert report.frames_decoded < len(reference)  # it really skipped work
+    assert report.warnings == []
+
+
+def test_gray_frames_match_bgr_converted(pan_mp4v: Path) -> None:
+    bgr = [f for _, f in sample_frames(pan_mp4v, 0.5)]
+    gray = [f for _, f in sample_frames(pan_mp4v, 0.5, color="gray")]
+    assert len(bgr) == len(gray) == 7
+    for colour, luma in zip(bgr, gray):
+        assert luma.shape == (240, 320)
+        assert np.abs(cv2.cvtColor(colour, cv2.COLOR_BGR2GRAY).astype(int) - luma).mean() < 2.0
+
+
+def test_higher_sample_rate_and_opencv_backend_agree(pan_mp4v: Path) -> None:
+    ours = [(round(t, 3), f) for t, f in sample_frames(pan_mp4v, 2.0)]
+    fallback = [(round(t, 3), f) for t, f in sample_frames(pan_mp4v, 2.0, backend="opencv")]
+    assert [t for t, _ in ours] == [t for t, _ in fallback] == [k / 2 for k in range(24)] + [11.9]
+    for (_, a), (_, b) in zip(ours, fallback):
+        assert np.abs(a.astype(int) - b).mean() < 2.0
+    assert probe(pan_mp4v, backend="opencv").frame_count == 120
+
+
+def test_variable_frame_rate_picks_the_nearest_frame_by_time(vfr_video: tuple[Path, list[float]]) -> None:
+    path, times = vfr_video
+    sampled = [t for t, _ in sample_frames(path, 1.0, include_last=False)]
+    expected = []
+    for target in range(int(times[-1]) + 1):
+        nearest = min(times, key=lambda t: (abs(t - target), t))
+        if nearest not in expected:
+            expected.append(nearest)
+    assert sampled == pytest.approx(expected, abs=1e-6)
+
+
+def test_read_frames_at_returns_the_sampled_frames_in_the_order_asked(pan_h264: Path) -> None:
+    sampled = dict(sample_frames(pan_h264, 1.0))
+    asked = [7.0, 2.0, 11.9, 7.0]
+    frames = read_frames_at(pan_h264, asked)
+    for timestamp, frame in zip(asked, frames):
+        assert np.array_equal(frame, sampled[min(sampled, key=lambda t: abs(t - timestamp))])
+    with pytest.raises(VideoError, match="no frame within"):
+        read_frames_at(pan_h264, [30.0])
+    assert read_frames_at(pan_h264, []) == []
+
+
+def test_rotated_video_comes_out_upright(
+    rotated_video: Path, opencv_frames: Callable[[Path], list[np.ndarray]]
+) -> None:
+    info = probe(rotated_video)
+    assert (info.rotation, info.width, info.height) == (90, 240, 320)
+    _, frame = next(iter(sample_frames(rotated_video)))
+    assert frame.shape == (320, 240, 3)
+    # Rotating the stored image 90 degrees counter-clockwise moves its top-left corner to bottom-left.
+    assert frame[-30:, :30, 2].mean() > 200 and frame[:30, :30, 2].mean() < 100
+    upright_by_opencv = opencv_frames(rotated_video)[0]  # OpenCV applies the rotation itself
+    assert np.abs(frame.astype(int) - upright_by_opencv).mean() < 3.0
+
+
+def test_missing_empty_and_non_video_files_give_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(VideoError, match="file not found"):
+        probe(tmp_path / "absent.mp4")
+    (tmp_path / "empty.mp4").write_bytes(b"")
+    with pytest.raises(VideoError, match="empty"):
+        list(sample_frames(tmp_path / "empty.mp4"))
+    (tmp_path / "notes.mp4").write_text("this is not a video\n" * 50)
+    with pytest.raises(VideoError, match="cannot open as a video"):
+        probe(tmp_path / "notes.mp4")
+    with pytest.raises(VideoError, match="not a file"):
+        probe(tmp_path)
+
+
+def test_zero_frame_video_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "zero.mp4"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 10, (64, 64))
+    writer.release()
+    with pytest.raises(VideoError, match="no video stream|no frames"):
+        list(sample_frames(path))
+
+
+def test_single_frame_video(single_frame_video: Path) -> None:
+    sampled = list(sample_frames(single_frame_video))
+    assert [t for t, _ in sampled] == [0.0]
+    assert probe(single_frame_video).frame_count == 1
+
+
+def test_truncated_video_with_index_first_decodes_what_is_there(
+    tmp_path: Path, pan_mp4v: Path, opencv_frames: Callable[[Path], list[np.ndarray]]
+) -> None:
+    frames = opencv_frames(pan_mp4v)
+    whole = write_video(tmp_path / "faststart.mp4", iter(frames), 10, "mp4v", faststart=True)
+    cut = tmp_path / "cut.mp4"
+    data = whole.read_bytes()
+    cut.write_bytes(data[: int(len(data) * 0.6)])
+    report = DecodeReport()
+    sampled = [t for t, _ in sample_frames(cut, 1.0, report=report)]
+    assert 4 <= len(sampled) < 12
+    assert sampled[:4] == [0.0, 1.0, 2.0, 3.0]
+    assert any("truncated" in w or "corrupt" in w or "could not be decoded" in w for w in report.warnings)
+
+
+def test_truncated_video_without_index_says_so(tmp_path: Path, pan_mp4v: Path) -> None:
+    cut = tmp_path / "cut.mp4"
+    data = pan_mp4v.read_bytes()  # OpenCV writes the index (moov) at the end
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(VideoError, match="truncated"):
+        probe(cut)
+
+
+def test_corrupt_bytes_in_the_middle_still_give_frames(tmp_path: Path, pan_mp4v: Path) -> None:
+    broken = tmp_path / "broken.mp4"
+    shutil.copy(pan_mp4v, broken)
+    data = bytearray(broken.read_bytes())
+    rng = np.random.default_rng(0)
+    start = len(data) // 3
+    data[start : start + 20000] = rng.integers(0, 256, 20000, dtype=np.uint8).tobytes()
+    broken.write_bytes(bytes(data))
+    sampled = list(sample_frames(broken, 1.0))
+    assert len(sampled) >= 8  # most of the video survives a damaged stretch
+    assert all(f.shape == (240, 320, 3) for _, f in sampled)
+
+
+def test_raw_stream_without_timestamps_is_decoded_sequentially(tmp_path: Path) -> None:
+    # A bare H.264 stream has no container timestamps: frames are timed by FFmpeg's 25 fps guess.
+    import av
+
+    path = tmp_path / "raw.h264"
+    with av.open(str(path), "w", format="h264") as container:
+        stream = container.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
+        for index in range(60):
+            image = np.full((64, 64, 3), index * 4, np.uint8)
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="bgr24")))
+        container.mux(stream.encode(None))
+    sampled = list(sample_frames(path, 1.0, color="gray"))
+    assert [round(t, 2) for t, _ in sampled] == [0.0, 1.0, 2.0, 2.36]
+    brightness = [int(round(float(frame.mean()) / 4)) for _, frame in sampled]
+    assert brightness == [0, 25, 50, 59]  # frame k was painted k * 4
