@@ -19,6 +19,14 @@ MODULES = [
     "embodied_r.perception.cache",
     "embodied_r.perception.backends",
     "embodied_r.perception.fake_server",
+    "embodied_r.rewards",
+    "embodied_r.rewards.text",
+    "embodied_r.rewards.format",
+    "embodied_r.rewards.accuracy",
+    "embodied_r.rewards.consistency",
+    "embodied_r.rewards.schedule",
+    "embodied_r.training.recipe",
+    "embodied_r.training.data",
 ]
 
 

@@ -1,0 +1,101 @@
+"""Reward functions for GRPO, by name (TRL contract: ``fn(completions, **columns) -> list[float | None]``).
+
+``REWARDS`` maps a recipe name to a plain reward function or to a factory (a class or function marked
+with ``needs_options``) that builds a stateful reward, e.g. the consistency reward's reference judge.
+Other recipes add their own rewards with ``register_reward``::
+
+    from embodied_r.rewards import register_reward
+    register_reward("keypoint_distance", my_reward)            # a plain function
+    register_reward("my_judge", MyJudgeReward, factory=True)   # built with the recipe's options
+
+>>> sorted(REWARDS)
+['accuracy', 'consistency', 'format', 'format_strict']
+>>> get_reward("format")(["<think>x</think><answer>A</answer>"])
+[1.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from embodied_r.rewards.accuracy import accuracy_reward
+from embodied_r.rewards.format import format_reward, strict_format_reward
+
+RewardFunc = Callable[..., list]
+
+
+def _consistency_factory(
+    judge: Any = None,
+    reference_model: Any = "policy",
+    policy_model: str | None = None,
+    dtype: str = "auto",
+    **options: Any,
+) -> Any:
+    """Build the consistency reward; ``judge`` (any object with ``.judge(...)``) wins over a model spec."""
+    from embodied_r.rewards.consistency import ConsistencyReward, build_judge
+
+    if judge is None:
+        if policy_model is None and reference_model in (None, "policy"):
+            raise ValueError(
+                "the consistency reward needs policy_model (the starting policy) or a reference_model"
+            )
+        judge = build_judge(reference_model, policy_model or "", dtype=dtype)
+    return ConsistencyReward(judge, **options)
+
+
+REWARDS: dict[str, Callable[..., Any]] = {
+    "format": format_reward,
+    "format_strict": strict_format_reward,
+    "accuracy": accuracy_reward,
+    "consistency": _consistency_factory,
+}
+_FACTORIES: set[str] = {"consistency"}
+
+
+def register_reward(
+    name: str, func: Callable[..., Any], factory: bool = False, replace: bool = False
+) -> None:
+    """Add a reward to the table. ``factory=True``: ``func(**options)`` returns the reward callable."""
+    if name in REWARDS and not replace:
+        raise ValueError(f"reward {name!r} is already registered; pass replace=True to override it")
+    REWARDS[name] = func
+    if factory:
+        _FACTORIES.add(name)
+    else:
+        _FACTORIES.discard(name)
+
+
+def is_factory(name: str) -> bool:
+    return name in _FACTORIES
+
+
+def get_reward(name: str, **options: Any) -> RewardFunc:
+    """The reward callable for ``name``. Options go to a factory; a plain function takes none."""
+    if name not in REWARDS:
+        raise KeyError(f"unknown reward {name!r}; known rewards: {sorted(REWARDS)}")
+    func = REWARDS[name]
+    if name in _FACTORIES:
+        reward = func(**options)
+        if getattr(reward, "__name__", None) != name:
+            reward.__name__ = name  # TRL names metrics rewards/<__name__>/mean
+        return reward
+    if options:
+        raise TypeError(f"reward {name!r} takes no options (got {sorted(options)})")
+    if func.__name__ == name:
+        return func
+    return _renamed(func, name)
+
+
+def _renamed(func: Callable[..., Any], name: str) -> RewardFunc:
+    # TRL reads __name__ for metric names; give recipe names ("format") rather than function names.
+    def reward(*args: Any, **kwargs: Any) -> list:
+        return func(*args, **kwargs)
+
+    reward.__name__ = name
+    reward.__qualname__ = name
+    reward.__doc__ = func.__doc__
+    return reward
+
+
+__all__ = ["REWARDS", "RewardFunc", "get_reward", "is_factory", "register_reward"]

@@ -1,0 +1,45 @@
+"""Accuracy reward: the evaluation's own parser and scorer, applied to each completion.
+
+Training and evaluation must agree on what "correct" means, so this reward does no parsing of its
+own: it calls ``reasoning.parsing.parse_answer`` (text inside the last ``<answer>`` only, unlike the
+official reward that read letters out of the reasoning; research/embodied_r.md §5.2) and
+``evaluation.metrics.score_answer`` (letter match for choices, including Robot-R1's ``[[X]]``, and
+VSI-Bench mean relative accuracy for numbers).
+
+>>> accuracy_reward(["<think>.</think><answer>B</answer>", "<think>.</think><answer>A</answer>"],
+...                 answer=["B", "B"], answer_type=["choice", "choice"], options=[["A. l", "B. r"]] * 2)
+[1.0, 0.0]
+>>> accuracy_reward(["<answer>9.6</answer>"], answer=["10"], answer_type=["number"])
+[1.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from embodied_r.evaluation.metrics import score_answer
+from embodied_r.reasoning.parsing import parse_answer
+from embodied_r.rewards.text import column, completion_text
+
+
+def score_completion_text(text: str, answer: Any, answer_type: str, options: list[str] | None) -> float:
+    """Score one completion text against the gold answer (0.0 when it has no readable answer)."""
+    parsed = parse_answer(text, options, answer_type)
+    return score_answer(parsed, answer, answer_type)
+
+
+def accuracy_reward(completions: Sequence[Any], **columns: Any) -> list[float]:
+    """Per-completion score in [0, 1]; needs the ``answer`` column (``answer_type`` defaults to choice).
+
+    A missing ``answer`` column is a configuration error, raised at the first step rather than
+    returning zeros that would look like a model that never learns.
+    """
+    n = len(completions)
+    answers = column(columns, "answer", n, required=True)
+    answer_types = [t or "choice" for t in column(columns, "answer_type", n)]
+    options = column(columns, "options", n)
+    return [
+        score_completion_text(completion_text(c), answers[i], answer_types[i], options[i])
+        for i, c in enumerate(completions)
+    ]

@@ -1,0 +1,158 @@
+"""Prompt rows for GRPO: strict loading, conversion to a ``datasets.Dataset``, and a toy data set.
+
+Training refuses bad rows outright (evaluation skips and reports them instead): a row without an
+answer, a choice answer that is not one of the option letters, or a non-positive numeric answer
+would otherwise earn a constant reward of 0 that looks like a model failing to learn.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from embodied_r.evaluation.benchmarks.common import record_problem
+from embodied_r.io import DataFileError, iter_jsonl
+from embodied_r.reasoning.prompts import build_reasoner_messages
+from embodied_r.records import PromptRow, QARecord, RecordError
+from embodied_r.rewards.text import last_user_text
+
+TOY_PREFIX = "toy:"
+# Columns handed to the reward functions (TRL passes every dataset column except "prompt" as a kwarg).
+REWARD_COLUMNS = ("id", "task", "answer", "answer_type", "options")
+
+
+def row_problem(row: PromptRow) -> str | None:
+    """Why ``row`` cannot be trained on, or None (the evaluation's answer/option checks, plus a prompt)."""
+    if not row.prompt or not any(
+        str(m.get("content", "")).strip() for m in row.prompt if isinstance(m, dict)
+    ):
+        return "empty prompt"
+    if row.answer is None or str(row.answer).strip() == "":
+        return "no answer"
+    # The same rules evaluation applies to questions, so no row trains that evaluation would refuse.
+    as_question = QARecord(
+        id=row.id,
+        source="prompt-row",
+        task=row.task,
+        video="",
+        question=last_user_text(row.prompt),
+        options=row.options,
+        answer=row.answer,
+        answer_type=row.answer_type,
+    )
+    return record_problem(as_question)
+
+
+def load_prompt_rows(source: str | Path, limit: int | None = None) -> list[PromptRow]:
+    """Prompt rows from a PromptRow ``.jsonl`` file, or the toy set for ``"toy:N"`` / ``"toy:N:SEED"``
+    (use another seed for held-out rows); raises on any bad row."""
+    text = str(source)
+    if text.startswith(TOY_PREFIX):
+        parts = text[len(TOY_PREFIX) :].split(":")
+        try:
+            rows = toy_prompt_rows(int(parts[0] or 64), seed=int(parts[1]) if len(parts) > 1 else 0)
+        except ValueError as exc:
+            raise DataFileError(f"{text}: expected toy:N or toy:N:SEED with integers ({exc})") from exc
+    else:
+        path = Path(source)
+        rows = []
+        seen: set[str] = set()
+        for number, data in enumerate(iter_jsonl(path), start=1):
+            try:
+                row = PromptRow.from_dict(data)
+            except (RecordError, TypeError) as exc:
+                raise DataFileError(f"{path}:{number}: not a prompt row ({exc})") from exc
+            problem = row_problem(row)
+            if problem:
+                raise DataFileError(f"{path}:{number} (id {row.id}): {problem}; fix or remove the row")
+            if row.id in seen:
+                raise DataFileError(f"{path}:{number}: id {row.id!r} appears twice")
+            seen.add(row.id)
+            rows.append(row)
+    if limit is not None:
+        rows = rows[:limit]
+    if not rows:
+        raise DataFileError(f"{source}: no prompt rows to train on")
+    return rows
+
+
+def rows_to_dataset(rows: list[PromptRow]) -> Any:
+    """A ``datasets.Dataset`` with ``prompt`` (chat messages) and the reward columns.
+
+    Answers are stored as strings: Arrow needs one type per column, and a data set can mix letter and
+    numeric answers (``score_answer`` converts numbers back with ``float``).
+    """
+    from datasets import Dataset
+
+    return Dataset.from_list(
+        [
+            {
+                "prompt": [{"role": str(m["role"]), "content": str(m["content"])} for m in row.prompt],
+                "id": row.id,
+                "task": row.task,
+                "answer": str(row.answer),
+                "answer_type": row.answer_type,
+                "options": [str(o) for o in row.options] if row.options else None,
+            }
+            for row in rows
+        ]
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Toy data: text-only "egocentric" episodes with exact answers, for smoke runs and benchmarks
+# ---------------------------------------------------------------------------------------------------
+
+_OBJECTS = ["chair", "sofa", "table", "lamp", "door", "bed", "plant", "television", "shelf", "window"]
+_ACTIONS = ["move forward", "rotate left", "rotate right", "move forward a few steps"]
+
+
+def toy_prompt_rows(n: int, seed: int = 0) -> list[PromptRow]:
+    """``n`` small questions over a scripted walk, in the official prompt format.
+
+    Two tasks alternate: ``appearance_order`` (which of four objects was seen first, a choice) and
+    ``object_count`` (how many distinct objects were seen, a number). The answers follow exactly from
+    the text, so a reasoner can in principle learn them; they are a smoke test, not a benchmark.
+
+    >>> rows = toy_prompt_rows(2)
+    >>> [r.task for r in rows], rows[0].answer_type, rows[1].answer_type
+    (['appearance_order', 'object_count'], 'choice', 'number')
+    """
+    if n < 1:
+        raise ValueError("the toy data set needs n >= 1")
+    rng = random.Random(seed)
+    rows = []
+    for index in range(n):
+        seen = rng.sample(_OBJECTS, k=rng.randint(3, 6))
+        frames = [
+            {
+                "action": None if i == 0 else rng.choice(_ACTIONS),
+                "delta": f"A {obj} comes into view.",
+                "q_related": "",
+            }
+            for i, obj in enumerate(seen)
+        ]
+        if index % 2 == 0:
+            choices = rng.sample(seen, k=min(4, len(seen)))
+            first = min(choices, key=seen.index)
+            options = [f"{letter}. {obj}" for letter, obj in zip("ABCD", choices)]
+            answer: str | float = "ABCD"[choices.index(first)]
+            question = "Which of these objects did you see first?"
+            task, answer_type = "appearance_order", "choice"
+        else:
+            options, answer = None, float(len(seen))
+            question = "How many different objects have you seen in total?"
+            task, answer_type = "object_count", "number"
+        rows.append(
+            PromptRow(
+                id=f"toy-{seed}-{index}",
+                task=task,
+                prompt=build_reasoner_messages(frames, question, options),
+                answer=answer,
+                answer_type=answer_type,
+                options=options,
+                meta={"source": "toy"},
+            )
+        )
+    return rows

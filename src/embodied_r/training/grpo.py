@@ -1,0 +1,311 @@
+"""GRPO training of the reasoner: a thin layer over TRL's ``GRPOTrainer``.
+
+TRL does the algorithm, generation (transformers, or vLLM colocate/server), distribution (Accelerate,
+DeepSpeed) and checkpointing. This layer adds what the paper needs and TRL lacks
+(grpo_frameworks.md §6): the reward table, the staged reward weights, held-out evaluation with the
+evaluation code, per-function zero-variance shares, sample completions as JSON Lines, a resolved
+config saved beside the run, and checks that fail before training rather than during it.
+
+Files in ``output_dir``: ``resolved_recipe.yaml``, ``grpo_config.json``, ``metrics.jsonl``,
+``samples.jsonl``, ``eval.jsonl`` and ``eval/``, ``checkpoint-N/`` (TRL), ``final/`` (the model),
+``runs/`` (TensorBoard, when ``report_to`` includes it), ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from trl import GRPOConfig, GRPOTrainer
+
+from embodied_r.io import atomic_write_json, atomic_write_text
+from embodied_r.rewards import get_reward, is_factory
+from embodied_r.rewards.schedule import RewardSchedule, make_schedule_callback
+from embodied_r.training.callbacks import (
+    EvalCallback,
+    MetricsJsonl,
+    StepTimer,
+    record_samples,
+    zero_variance_shares,
+)
+from embodied_r.training.data import load_prompt_rows, rows_to_dataset
+from embodied_r.training.recipe import (
+    Recipe,
+    RecipeError,
+    check_batch_geometry,
+    check_runtime,
+    dump_recipe,
+    reward_spec,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class EmbodiedGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` that also records sample completions and per-function zero-variance shares."""
+
+    samples_path: Path | None = None
+    samples_per_batch: int = 0
+
+    def _calculate_rewards(
+        self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any
+    ) -> Any:
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        mode = "train" if self.model.training else "eval"
+        generations = self.num_generations if mode == "train" else self.num_generations_eval
+        if generations and rewards.shape[0] % generations == 0:
+            for name, share in zero_variance_shares(
+                rewards.cpu(), generations, self.reward_func_names
+            ).items():
+                self._metrics[mode][name].append(share)
+        if self.samples_path is not None and self.samples_per_batch and self.accelerator.is_main_process:
+            # Rows gathered from all processes start with this process's slice on the main process.
+            record_samples(
+                self.samples_path,
+                int(self.state.global_step) + 1,
+                inputs,
+                completions,
+                rewards.cpu(),
+                self.reward_func_names,
+                self.reward_weights.tolist(),
+                self.samples_per_batch,
+            )
+        return rewards
+
+
+# ---------------------------------------------------------------------------------------------------
+# Building blocks
+# ---------------------------------------------------------------------------------------------------
+
+
+def resolve_precision(recipe: Recipe) -> tuple[str, bool]:
+    """(model dtype name, bf16 autocast flag) for this machine, unless the recipe fixed them."""
+    import torch
+
+    from embodied_r.reasoning.models import torch_dtype
+
+    resolved = torch_dtype(recipe.dtype)
+    name = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}[resolved]
+    bf16 = recipe.trl.get("bf16")
+    if bf16 is None:
+        bf16 = name == "bfloat16"
+    return name, bool(bf16)
+
+
+def build_config(recipe: Recipe, schedule: RewardSchedule | None) -> GRPOConfig:
+    """``GRPOConfig`` from the recipe's TRL keys plus this layer's defaults."""
+    import torch
+
+    dtype_name, bf16 = resolve_precision(recipe)
+    values: dict[str, Any] = {
+        "output_dir": str(recipe.output_dir),
+        "logging_steps": 1,
+        "report_to": "none",
+        "save_strategy": "steps",
+        "save_steps": 50,
+        **recipe.trl,
+        "bf16": bf16,
+        "model_init_kwargs": {"dtype": dtype_name},
+    }
+    if not torch.cuda.is_available():
+        values.setdefault("use_cpu", True)
+    if schedule is not None:
+        values["reward_weights"] = schedule.weights_at(epoch=0.0, step=1)
+    from accelerate import PartialState
+
+    check_batch_geometry(recipe.trl, PartialState().num_processes)
+    try:
+        return GRPOConfig(**values)
+    except (TypeError, ValueError) as exc:
+        raise RecipeError(f"TRL rejected the configuration: {exc}") from exc
+
+
+def build_lora(lora: dict[str, Any] | None) -> Any:
+    if lora is None:
+        return None
+    from peft import LoraConfig
+
+    options = dict(lora)
+    known = {"r", "alpha", "dropout", "target_modules", "bias", "use_rslora"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise RecipeError(f"lora: unknown key(s) {unknown}; valid: {sorted(known)}")
+    return LoraConfig(
+        r=int(options.get("r", 16)),
+        lora_alpha=int(options.get("alpha", 32)),
+        lora_dropout=float(options.get("dropout", 0.05)),
+        target_modules=options.get("target_modules", "all-linear"),
+        bias=options.get("bias", "none"),
+        use_rslora=bool(options.get("use_rslora", False)),
+        task_type="CAUSAL_LM",
+    )
+
+
+def build_rewards(recipe: Recipe, model_path: str, judge: Any = None) -> list[Any]:
+    """Reward callables in recipe order; ``judge`` (tests, evaluation) replaces the reference model."""
+    funcs = []
+    for entry in recipe.rewards:
+        name, options = reward_spec(entry)
+        if is_factory(name) and name == "consistency":
+            options = {
+                "policy_model": model_path,
+                "reference_model": recipe.reference_model,
+                "dtype": recipe.dtype,
+                "judge": judge,
+                **options,
+            }
+        funcs.append(get_reward(name, **options))
+    return funcs
+
+
+def existing_checkpoints(output_dir: Path) -> list[Path]:
+    """TRL checkpoint folders in ``output_dir``, oldest first."""
+    found = [p for p in output_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
+    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------------------
+
+
+def build_trainer(
+    recipe: Recipe, resume: bool = False, judge: Any = None
+) -> tuple[EmbodiedGRPOTrainer, dict[str, Any]]:
+    """Everything up to (not including) ``trainer.train()``; all input checks happen here."""
+    from embodied_r.reasoning.models import resolve_model_path
+
+    output_dir = recipe.output_dir
+    checkpoints = existing_checkpoints(output_dir)
+    if resume and not checkpoints:
+        raise RecipeError(f"--resume: no checkpoint-* folder in {output_dir}; run without --resume to start")
+    if not resume and checkpoints:
+        raise RecipeError(
+            f"{output_dir} already has {checkpoints[-1].name}; pass --resume to continue that run, or set "
+            "output_dir to a new folder"
+        )
+    check_runtime(recipe)
+    rows = load_prompt_rows(recipe.train_data, recipe.max_train_rows)
+    eval_rows = load_prompt_rows(recipe.eval_data)[: recipe.eval_max_rows] if recipe.eval_data else []
+    schedule = RewardSchedule.from_config(recipe.reward_schedule, recipe.reward_names)
+    model_path = resolve_model_path(recipe.model)
+    # The reference judge is loaded before GRPOConfig exists: once TrainingArguments has set up DeepSpeed
+    # ZeRO-3, from_pretrained would shard it across ranks, and each rank judges a different number of
+    # completions, so a sharded judge would deadlock. A replicated frozen copy has no collectives.
+    rewards = build_rewards(recipe, model_path, judge=judge)
+    args = build_config(recipe, schedule)
+    if schedule is None:
+        for func, weight in zip(rewards, args.reward_weights or [1.0] * len(rewards)):
+            if hasattr(func, "set_weight"):
+                func.set_weight(weight)  # a static weight of 0 skips the reference entirely
+
+    callbacks: list[Any] = [MetricsJsonl(output_dir / "metrics.jsonl")]
+    evaluator = None
+    if eval_rows:
+        evaluator = EvalCallback(
+            eval_rows, output_dir, recipe.eval_every_steps, recipe.eval_batch_size, recipe.eval_max_new_tokens
+        )
+        callbacks.append(evaluator)
+    trainer = EmbodiedGRPOTrainer(
+        model=model_path,
+        reward_funcs=rewards,
+        args=args,
+        train_dataset=rows_to_dataset(rows),
+        peft_config=build_lora(recipe.lora),
+        callbacks=callbacks,
+    )
+    trainer.samples_path = output_dir / "samples.jsonl"
+    trainer.samples_per_batch = recipe.sample_completions
+    if evaluator is not None:
+        evaluator.trainer = trainer
+        if trainer.accelerator.num_processes > 1:
+            # Generating on the main process alone would deadlock ZeRO-3 (all ranks hold weight shards).
+            logger.warning(
+                "held-out evaluation during training is off with %d processes; run `embodied-r eval` "
+                "on the saved checkpoints instead",
+                trainer.accelerator.num_processes,
+            )
+            trainer.remove_callback(evaluator)
+            evaluator = None
+    if schedule is not None:
+        trainer.add_callback(make_schedule_callback(schedule, trainer))
+    timer = StepTimer().attach(trainer)
+    context = {
+        "rows": len(rows),
+        "eval_rows": len(eval_rows),
+        "schedule": schedule,
+        "timer": timer,
+        "evaluator": evaluator,
+        "model_path": model_path,
+        "resume": resume,
+    }
+    return trainer, context
+
+
+def save_resolved(recipe: Recipe, trainer: GRPOTrainer, context: dict[str, Any]) -> None:
+    """Write the resolved recipe, TRL's full config and library versions beside the run."""
+    import torch
+    import transformers
+    import trl
+
+    out = recipe.output_dir
+    path = out / "resolved_recipe.yaml"
+    text = dump_recipe(recipe)
+    if path.exists() and path.read_text(encoding="utf-8") != text:
+        logger.warning(
+            "%s differs from this run's recipe; the previous one is kept as %s",
+            path,
+            path.with_suffix(".previous.yaml").name,
+        )
+        atomic_write_text(path.with_suffix(".previous.yaml"), path.read_text(encoding="utf-8"))
+    atomic_write_text(path, text)
+    schedule = context.get("schedule")
+    atomic_write_json(
+        out / "grpo_config.json",
+        {
+            "grpo_config": trainer.args.to_dict(),
+            "reward_functions": list(trainer.reward_func_names),
+            "reward_schedule": schedule.describe() if schedule else None,
+            "model_path": context["model_path"],
+            "versions": {
+                "trl": trl.__version__,
+                "transformers": transformers.__version__,
+                "torch": torch.__version__,
+            },
+        },
+    )
+
+
+def train(recipe: Recipe, resume: bool = False, judge: Any = None) -> dict[str, Any]:
+    """Train with ``recipe``; returns a summary (steps, last metrics, held-out scores)."""
+    trainer, context = build_trainer(recipe, resume=resume, judge=judge)
+    if trainer.accelerator.is_main_process:
+        recipe.output_dir.mkdir(parents=True, exist_ok=True)
+        save_resolved(recipe, trainer, context)
+    output = trainer.train(resume_from_checkpoint=True if resume else None)
+    final_dir = recipe.output_dir / "final"
+    trainer.save_model(str(final_dir))
+    if trainer.accelerator.is_main_process:
+        trainer.processing_class.save_pretrained(str(final_dir))
+    history = [
+        h for h in trainer.state.log_history if "loss" in h or any(k.startswith("rewards/") for k in h)
+    ]
+    evaluator = context["evaluator"]
+    summary = {
+        "output_dir": str(recipe.output_dir),
+        "global_step": int(trainer.state.global_step),
+        "epoch": trainer.state.epoch,
+        "train_rows": context["rows"],
+        "train_loss": output.training_loss,
+        "last_log": history[-1] if history else {},
+        "eval": evaluator.results if evaluator else [],
+        "step_times": context["timer"].steps,
+        "final_model": str(final_dir),
+    }
+    if trainer.accelerator.is_main_process:
+        atomic_write_json(recipe.output_dir / "summary.json", summary)
+    return summary
+
+
+__all__ = ["EmbodiedGRPOTrainer", "build_config", "build_trainer", "train"]

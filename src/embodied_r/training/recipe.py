@@ -1,0 +1,274 @@
+"""Training recipes: one YAML file of flat keys, checked before anything heavy starts.
+
+A key is either one of ours (``OUR_KEYS``: model, data, rewards, schedule, reference model, LoRA,
+evaluation) or a field of TRL's ``GRPOConfig`` under its own name (``output_dir``, ``max_steps``,
+``num_generations``, ``learning_rate``, ...), so TRL's documentation applies as is. Anything else is an
+error that lists the valid keys. ``--set key=value`` overrides use YAML syntax for the value and dots
+for nested keys (``--set lora.r=8``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot be used; the message says which key and what to do."""
+
+
+@dataclass
+class Recipe:
+    """Our own recipe keys; TRL ``GRPOConfig`` fields live in ``trl``."""
+
+    train_data: str = ""  # PromptRow .jsonl, or "toy:N" for the built-in toy set
+    model: str = "smollm2-135m-instruct"  # built-in name, local folder or hub id
+    dtype: str = "auto"  # model weights: auto | float32 | bfloat16 | float16
+    eval_data: str | None = None  # held-out PromptRow .jsonl (or "toy:N") for the eval callback
+    max_train_rows: int | None = None
+    rewards: list[Any] = field(default_factory=lambda: ["format", "accuracy", "consistency"])
+    reward_schedule: Any = "paper"  # null (static reward_weights), "paper", or stages
+    reference_model: Any = "policy"  # consistency judge: policy | name/path | {base_url, model}
+    lora: dict[str, Any] | None = None  # {r, alpha, dropout, target_modules}; null = full fine-tuning
+    eval_every_steps: int = 0  # 0 = only before and after training (when eval_data is set)
+    eval_max_rows: int = 64
+    eval_batch_size: int = 8
+    eval_max_new_tokens: int = 256
+    sample_completions: int = 4  # completions per generation batch written to samples.jsonl
+    description: str = ""
+    trl: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def reward_names(self) -> list[str]:
+        return [reward_spec(r)[0] for r in self.rewards]
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.trl.get("output_dir") or "runs/grpo")
+
+    def to_flat_dict(self) -> dict[str, Any]:
+        """The recipe as one flat mapping (what a recipe file holds)."""
+        ours = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "trl"}
+        return {**ours, **self.trl}
+
+
+OUR_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Recipe) if f.name != "trl")
+# GRPOConfig fields this layer sets itself (from our keys), so a recipe must not set them directly.
+MANAGED_TRL_KEYS = {"model_init_kwargs": "use 'dtype' (and 'model')"}
+
+
+def grpo_config_fields() -> list[str]:
+    from trl import GRPOConfig
+
+    return sorted(f.name for f in dataclasses.fields(GRPOConfig) if f.init and not f.name.startswith("_"))
+
+
+def reward_spec(entry: Any) -> tuple[str, dict[str, Any]]:
+    """``"format"`` or ``{"consistency": {options}}`` or ``{"name": "consistency", ...options}``."""
+    if isinstance(entry, str):
+        return entry, {}
+    if isinstance(entry, dict) and "name" in entry:
+        options = {k: v for k, v in entry.items() if k != "name"}
+        return str(entry["name"]), options
+    if isinstance(entry, dict) and len(entry) == 1:
+        name, options = next(iter(entry.items()))
+        return str(name), dict(options or {})
+    raise RecipeError(f"rewards: entry {entry!r} must be a name or {{name: {{options}}}}")
+
+
+_YAML11_WORDS = {"yes", "no", "on", "off", "y", "n"}
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["lr=1e-6", "lora.r=8"]`` -> ``{"lr": 1e-06, "lora": {"r": 8}}`` (values parsed as YAML).
+
+    >>> parse_overrides(["max_steps=3", "lora.r=8", "rewards=[format, accuracy]"])
+    {'max_steps': 3, 'lora': {'r': 8}, 'rewards': ['format', 'accuracy']}
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise RecipeError(f"--set {item!r}: expected key=value")
+        key, raw = item.split("=", 1)
+        try:
+            # YAML 1.1 reads yes/no/on/off as booleans; on a command line they mean the words
+            # (save_strategy=no), so only true/false are booleans here.
+            if raw.strip().lower() in _YAML11_WORDS:
+                value: Any = raw.strip()
+            else:
+                value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as exc:
+            raise RecipeError(f"--set {item!r}: value is not valid YAML ({exc})") from exc
+        target = out
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise RecipeError(f"--set {item!r}: {part!r} is not a mapping")
+        target[parts[-1]] = value
+    return out
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def recipe_from_dict(data: dict[str, Any], source: str = "recipe") -> Recipe:
+    """Split ``data`` into our keys and GRPOConfig keys; unknown keys raise with the valid list."""
+    trl_fields = set(grpo_config_fields())
+    unknown = sorted(k for k in data if k not in OUR_KEYS and k not in trl_fields)
+    if unknown:
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(key, list(OUR_KEYS) + sorted(trl_fields), n=3)
+            hints.append(f"{key!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+        raise RecipeError(
+            f"{source}: unknown key(s) {', '.join(hints)}.\nValid keys are ours: {', '.join(OUR_KEYS)};\n"
+            f"and TRL GRPOConfig fields: {', '.join(sorted(trl_fields))}"
+        )
+    for key, hint in MANAGED_TRL_KEYS.items():
+        if key in data:
+            raise RecipeError(f"{source}: {key!r} is set by embodied-r; {hint}")
+    ours = {k: v for k, v in data.items() if k in OUR_KEYS}
+    recipe = Recipe(**ours, trl={k: v for k, v in data.items() if k not in OUR_KEYS})
+    validate(recipe, source)
+    return recipe
+
+
+def validate(recipe: Recipe, source: str = "recipe") -> None:
+    """Checks that need no model or data: names, types, combinations."""
+    from embodied_r.rewards import REWARDS
+    from embodied_r.rewards.schedule import RewardSchedule, ScheduleError
+
+    if not recipe.train_data:
+        raise RecipeError(f"{source}: 'train_data' is required (a PromptRow .jsonl file, or toy:N)")
+    if not recipe.rewards:
+        raise RecipeError(f"{source}: 'rewards' is empty; list at least one of {sorted(REWARDS)}")
+    names = recipe.reward_names
+    for name in names:
+        if name not in REWARDS:
+            raise RecipeError(f"{source}: unknown reward {name!r}; known rewards: {sorted(REWARDS)}")
+    if len(set(names)) != len(names):
+        raise RecipeError(f"{source}: a reward is listed twice in {names}")
+    try:
+        schedule = RewardSchedule.from_config(recipe.reward_schedule, names)
+    except ScheduleError as exc:
+        raise RecipeError(f"{source}: {exc}") from exc
+    if schedule is not None and recipe.trl.get("reward_weights") is not None:
+        raise RecipeError(f"{source}: set either reward_weights (static) or reward_schedule, not both")
+    if recipe.lora is not None and not isinstance(recipe.lora, dict):
+        raise RecipeError(f"{source}: 'lora' must be a mapping like {{r: 16, alpha: 32}} or null")
+    check_rollout_settings(recipe.trl, source)
+    for key in (
+        "eval_every_steps",
+        "eval_max_rows",
+        "eval_batch_size",
+        "eval_max_new_tokens",
+        "sample_completions",
+    ):
+        value = getattr(recipe, key)
+        if not isinstance(value, int) or value < 0:
+            raise RecipeError(f"{source}: {key!r} must be a non-negative integer, got {value!r}")
+
+
+VLLM_MODES = ("colocate", "server")
+
+
+def check_rollout_settings(trl: dict[str, Any], source: str = "recipe") -> None:
+    """Configuration errors of the GPU-only vLLM paths, caught without a GPU (TRL checks them only when
+    it starts vLLM, i.e. after the model has been loaded on the cluster)."""
+    if not trl.get("use_vllm"):
+        return
+    mode = trl.get("vllm_mode", "colocate")
+    if mode not in VLLM_MODES:
+        raise RecipeError(f"{source}: vllm_mode {mode!r} must be one of {VLLM_MODES}")
+    if mode == "colocate":
+        share = trl.get("vllm_gpu_memory_utilization", 0.3)
+        if not isinstance(share, (int, float)) or not 0 < float(share) < 1:
+            raise RecipeError(
+                f"{source}: vllm_gpu_memory_utilization must be in (0, 1) in colocate mode "
+                f"(the rest of the GPU trains), got {share!r}"
+            )
+        for key in ("vllm_server_base_url", "vllm_server_host"):
+            if trl.get(key) not in (None, "0.0.0.0"):
+                raise RecipeError(f"{source}: {key} is set but vllm_mode is colocate; set vllm_mode: server")
+    tp = trl.get("vllm_tensor_parallel_size", 1)
+    if not isinstance(tp, int) or tp < 1:
+        raise RecipeError(f"{source}: vllm_tensor_parallel_size must be a positive integer, got {tp!r}")
+
+
+def check_batch_geometry(trl: dict[str, Any], num_processes: int) -> int:
+    """Completions per generation batch with ``num_processes`` processes; it must hold whole groups.
+
+    TRL's ``per_device_train_batch_size`` counts completions, not prompts (feasibility.md §4), so the
+    same recipe can be valid on 8 GPUs and invalid on one; this says so in those terms.
+    """
+    per_device = int(trl.get("per_device_train_batch_size", 8))
+    steps = int(trl.get("steps_per_generation") or trl.get("gradient_accumulation_steps", 1))
+    batch = int(trl.get("generation_batch_size") or per_device * num_processes * steps)
+    generations = int(trl.get("num_generations", 8))
+    if batch % generations:
+        raise RecipeError(
+            f"with {num_processes} process(es) a generation batch holds {batch} completions "
+            f"(per_device_train_batch_size {per_device} x processes x steps {steps}), which is not a multiple of "
+            f"num_generations {generations}; raise per_device_train_batch_size or gradient_accumulation_steps"
+        )
+    return batch
+
+
+def check_runtime(recipe: Recipe) -> None:
+    """Checks that depend on this machine: vLLM and DeepSpeed need their packages and CUDA."""
+    import importlib.util
+
+    import torch
+
+    if recipe.trl.get("use_vllm"):
+        if not torch.cuda.is_available():
+            raise RecipeError(
+                "use_vllm needs a CUDA GPU; on this machine set use_vllm: false (transformers generate)"
+            )
+        if importlib.util.find_spec("vllm") is None:
+            raise RecipeError(
+                "use_vllm needs vLLM: pip install 'trl[vllm]' (TRL 1.16 supports vLLM 0.22-0.31)"
+            )
+    if recipe.trl.get("deepspeed") and importlib.util.find_spec("deepspeed") is None:
+        raise RecipeError(
+            "the recipe sets deepspeed but the package is missing: pip install 'embodied-r[deepspeed]'"
+        )
+
+
+def load_recipe(path: str | Path | None, overrides: list[str] | None = None) -> Recipe:
+    """Read a recipe file (or none: defaults only) and apply ``--set`` overrides."""
+    data: dict[str, Any] = {}
+    source = "recipe"
+    if path is not None:
+        path = Path(path)
+        source = str(path)
+        if not path.is_file():
+            raise RecipeError(f"{path}: recipe file not found")
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise RecipeError(f"{path}: not valid YAML ({exc})") from exc
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise RecipeError(f"{path}: a recipe is a mapping of keys to values")
+        data = loaded
+    data = _merge(data, parse_overrides(overrides or []))
+    return recipe_from_dict(data, source)
+
+
+def dump_recipe(recipe: Recipe) -> str:
+    return yaml.safe_dump(recipe.to_flat_dict(), sort_keys=False, allow_unicode=True)

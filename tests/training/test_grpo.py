@@ -1,0 +1,130 @@
+"""A few real GRPO steps of a tiny local model: parameters change, stages switch by epoch, resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from embodied_r.cli.main import main
+from embodied_r.training.grpo import train
+from embodied_r.training.recipe import load_recipe
+
+STAGES = [  # epoch-based, one stage per epoch so 5 steps at 2 steps/epoch cross two boundaries
+    {"start": 1, "weights": {"format": 1.0, "accuracy": 0.0, "test_length": 1.0, "consistency": 0.0}},
+    {"start": 2, "weights": {"format": 0.5, "accuracy": 0.5, "test_length": 1.0, "consistency": 0.0}},
+    {"start": 3, "weights": {"format": 0.1, "accuracy": 0.7, "test_length": 1.0, "consistency": 0.2}},
+]
+
+
+class AgreeingJudge:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def judge(self, questions, thinks, options):
+        self.calls += 1
+        return ["A"] * len(questions)
+
+
+def tiny_recipe_dir(make) -> Path:
+    return Path(load_recipe(make()).train_data).parent
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def train_logs(run: Path) -> list[dict]:
+    return [r for r in read_jsonl(run / "metrics.jsonl") if "reward_stage" in r]
+
+
+def test_training_changes_parameters_and_switches_stages(tiny_recipe, tiny_lm_dir, varying_reward) -> None:
+    recipe = load_recipe(
+        tiny_recipe(
+            max_steps=5,
+            rewards=["format", "accuracy", varying_reward, "consistency"],
+            reward_schedule=STAGES,
+            eval_data=str(tiny_recipe_dir(tiny_recipe) / "heldout.jsonl"),
+            eval_max_new_tokens=8,
+            save_steps=100,
+        )
+    )
+    judge = AgreeingJudge()
+    summary = train(recipe, judge=judge)
+    run = recipe.output_dir
+    assert summary["global_step"] == 5
+
+    before = load_file(str(tiny_lm_dir / "model.safetensors"))
+    after = load_file(str(run / "final" / "model.safetensors"))
+    changed = [name for name in before if not torch.equal(before[name], after[name])]
+    assert len(changed) >= len(before) // 2, f"only {changed} changed"
+
+    logs = train_logs(run)
+    assert [r["step"] for r in logs] == [1, 2, 3, 4, 5]
+    assert [r["reward_stage"] for r in logs] == [1, 1, 2, 2, 3]  # 4 prompts / 2 per step = 2 steps per epoch
+    assert [r["reward_weight/format"] for r in logs] == pytest.approx([1.0, 1.0, 0.5, 0.5, 0.1])
+    # Consistency is skipped (None -> logged as None) while its weight is 0, and judged in stage 3.
+    assert [r["rewards/consistency/mean"] is None for r in logs] == [True, True, True, True, False]
+    # TRL's weighted total equals the weights times the per-function means at every step.
+    for r in logs:
+        parts = [
+            r[f"reward_weight/{n}"] * (r[f"rewards/{n}/mean"] or 0.0)
+            for n in ("format", "accuracy", "test_length")
+        ]
+        assert r["reward"] == pytest.approx(
+            sum(parts) + r["reward_weight/consistency"] * (r["rewards/consistency/mean"] or 0.0), abs=1e-5
+        )
+        assert 0.0 <= r["zero_variance_groups/format"] <= 1.0 and "time/generation_s" in r
+
+    samples = read_jsonl(run / "samples.jsonl")
+    assert len(samples) == 10 and set(samples[0]["rewards"]) == {
+        "format",
+        "accuracy",
+        "test_length",
+        "consistency",
+    }
+    evals = read_jsonl(run / "eval.jsonl")
+    assert [e["step"] for e in evals] == [0, 5] and all(e["n"] == 2 for e in evals)
+    resolved = (run / "resolved_recipe.yaml").read_text(encoding="utf-8")
+    assert "reward_schedule" in resolved and "max_steps: 5" in resolved
+    assert json.loads((run / "grpo_config.json").read_text())["reward_functions"][-1] == "consistency"
+
+
+def test_cli_train_then_resume_keeps_the_stage(tiny_recipe, capsys) -> None:
+    # Default reference model ("policy"): a real frozen copy of the tiny model judges consistency.
+    stages = [
+        {"start": 1, "weights": {"format": 1.0, "accuracy": 0.0, "consistency": 0.0}},
+        {"start": 2, "weights": {"format": 0.2, "accuracy": 0.6, "consistency": 0.2}},
+    ]
+    recipe = tiny_recipe(rewards=["format", "accuracy", "consistency"], reward_schedule=stages)
+    run = Path(load_recipe(recipe).output_dir)
+
+    assert main(["train", "--recipe", str(recipe)]) == 0
+    assert (run / "checkpoint-2").is_dir()
+    assert main(["train", "--recipe", str(recipe)]) == 2  # refuses to overwrite a run
+    assert "--resume" in capsys.readouterr().err
+
+    assert main(["train", "--recipe", str(recipe), "--set", "max_steps=4", "--resume"]) == 0
+    logs = train_logs(run)
+    assert [r["step"] for r in logs] == [1, 2, 3, 4]
+    assert [r["reward_stage"] for r in logs] == [1, 1, 2, 2]  # epoch 2 starts at step 3, after the resume
+    assert logs[-1]["consistency/active"] == 1.0
+    assert json.loads((run / "summary.json").read_text())["global_step"] == 4
+
+
+def test_lora_option_trains_an_adapter(tiny_recipe, varying_reward) -> None:
+    recipe = load_recipe(
+        tiny_recipe(
+            max_steps=1,
+            rewards=[varying_reward],
+            save_steps=100,
+            lora={"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]},
+        )
+    )
+    train(recipe)
+    adapter = load_file(str(recipe.output_dir / "final" / "adapter_model.safetensors"))
+    lora_b = [t for name, t in adapter.items() if "lora_B" in name]
+    assert lora_b and any(t.abs().sum() > 0 for t in lora_b)  # B starts at zero; a step moved it

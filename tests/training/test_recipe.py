@@ -1,0 +1,166 @@
+"""Recipes: key validation, overrides, shipped recipes and the GPU-only settings, checked on CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from embodied_r.cli.main import main
+from embodied_r.io import DataFileError, write_jsonl
+from embodied_r.rewards.schedule import RewardSchedule
+from embodied_r.training.data import load_prompt_rows, rows_to_dataset, toy_prompt_rows
+from embodied_r.training.recipe import (
+    OUR_KEYS,
+    RecipeError,
+    check_batch_geometry,
+    check_rollout_settings,
+    load_recipe,
+    parse_overrides,
+    recipe_from_dict,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPES = REPO / "recipes"
+
+
+def test_unknown_key_lists_the_valid_ones() -> None:
+    with pytest.raises(RecipeError) as info:
+        recipe_from_dict({"train_data": "toy:2", "num_generation": 4})
+    message = str(info.value)
+    assert "'num_generation'" in message and "did you mean num_generations" in message
+    assert all(key in message for key in OUR_KEYS) and "learning_rate" in message
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({}, "train_data"),
+        ({"train_data": "x", "rewards": ["format", "nope"]}, "unknown reward 'nope'"),
+        ({"train_data": "x", "rewards": ["format", "format"]}, "twice"),
+        ({"train_data": "x", "reward_weights": [1, 1, 1]}, "not both"),
+        ({"train_data": "x", "model_init_kwargs": {}}, "set by embodied-r"),
+        (
+            {"train_data": "x", "rewards": ["format"], "reward_schedule": "paper", "eval_every_steps": -1},
+            "non-negative",
+        ),
+        ({"train_data": "x", "use_vllm": True, "vllm_mode": "remote"}, "vllm_mode"),
+        ({"train_data": "x", "use_vllm": True, "vllm_gpu_memory_utilization": 1.0}, r"\(0, 1\)"),
+        ({"train_data": "x", "use_vllm": True, "vllm_server_host": "10.0.0.2"}, "set vllm_mode: server"),
+    ],
+)
+def test_recipe_errors(data: dict, message: str) -> None:
+    with pytest.raises(RecipeError, match=message):
+        recipe_from_dict(data)
+
+
+def test_overrides() -> None:
+    assert parse_overrides(["save_strategy=no", "use_vllm=true", "lora.r=8", "lora.alpha=16"]) == {
+        "save_strategy": "no",
+        "use_vllm": True,
+        "lora": {"r": 8, "alpha": 16},
+    }
+    recipe = load_recipe(
+        RECIPES / "embodied_r" / "cpu_smollm2.yaml",
+        ["max_steps=2", "reward_schedule=null", "reward_weights=[1, 1, 0]"],
+    )
+    assert recipe.trl["max_steps"] == 2 and recipe.reward_schedule is None
+    with pytest.raises(RecipeError, match="key=value"):
+        parse_overrides(["max_steps"])
+
+
+def test_shipped_recipes_are_valid() -> None:
+    cpu = load_recipe(RECIPES / "embodied_r" / "cpu_smollm2.yaml")
+    assert cpu.model == "smollm2-135m-instruct" and cpu.reward_names == ["format", "accuracy", "consistency"]
+    schedule = RewardSchedule.from_config(cpu.reward_schedule, cpu.reward_names)
+    assert [schedule.weights_at(step=s) for s in (1, 5, 9)] == [
+        [0.7, 0.3, 0.0],
+        [0.3, 0.7, 0.0],
+        [0.1, 0.7, 0.2],
+    ]
+    assert check_batch_geometry(cpu.trl, 1) == 4
+
+    paper = load_recipe(RECIPES / "embodied_r" / "paper_qwen2.5-3b.yaml")
+    trl = paper.trl
+    assert (trl["num_generations"], trl["learning_rate"], trl["beta"], trl["max_completion_length"]) == (
+        8,
+        5e-7,
+        0.001,
+        2048,
+    )
+    assert (trl["temperature"], trl["top_p"], trl["top_k"], trl["num_train_epochs"]) == (1.0, 0.9, 50, 12)
+    assert trl["lr_scheduler_type"] == "cosine" and trl["warmup_steps"] == 0.05
+    assert paper.reward_schedule == "paper"
+
+
+def test_gpu_settings_are_consistent_with_the_accelerate_configs() -> None:
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    paper = load_recipe(RECIPES / "embodied_r" / "paper_qwen2.5-3b.yaml")
+    zero3 = ClusterConfig.from_yaml_file(str(RECIPES / "accelerate" / "zero3_8gpu.yaml"))
+    assert zero3.deepspeed_config["zero_stage"] == 3 and zero3.num_processes == 8
+    assert check_batch_geometry(paper.trl, zero3.num_processes) == 32  # 4 prompts x 8, as the paper
+    with pytest.raises(RecipeError, match="not a multiple of num_generations 8"):
+        check_batch_geometry(paper.trl, 1)
+    multinode = ClusterConfig.from_yaml_file(str(RECIPES / "accelerate" / "zero3_multinode.yaml"))
+    assert multinode.num_machines == 2 and check_batch_geometry(paper.trl, multinode.num_processes) == 64
+    server = ClusterConfig.from_yaml_file(str(RECIPES / "accelerate" / "zero3_7gpu_vllm_server.yaml"))
+    server_trl = {**paper.trl, "vllm_mode": "server", "per_device_train_batch_size": 8}
+    check_rollout_settings(server_trl)
+    assert check_batch_geometry(server_trl, server.num_processes) == 56
+
+
+def test_gpu_recipe_builds_a_trl_config(tmp_path: Path) -> None:
+    """The paper recipe's GRPOConfig (vLLM colocate, bf16, cosine) is accepted by TRL; the global batch of
+    8 GPUs is emulated on one process."""
+    from embodied_r.training.grpo import build_config
+
+    recipe = load_recipe(
+        RECIPES / "embodied_r" / "paper_qwen2.5-3b.yaml",
+        ["per_device_train_batch_size=32", f"output_dir={tmp_path}"],
+    )
+    config = build_config(recipe, RewardSchedule.from_config("paper", recipe.reward_names))
+    assert config.use_vllm and config.vllm_mode == "colocate" and config.bf16
+    assert config.reward_weights == [0.7, 0.3, 0.0] and config.loss_type == "bnpo"
+
+
+def test_data_errors_are_clear(tmp_path: Path) -> None:
+    rows = [r.to_dict() for r in toy_prompt_rows(2)]
+    bad = dict(rows[0], answer="")
+    write_jsonl(tmp_path / "bad.jsonl", [rows[1], bad])
+    with pytest.raises(DataFileError, match=r"bad.jsonl:2 .*no answer"):
+        load_prompt_rows(tmp_path / "bad.jsonl")
+    write_jsonl(tmp_path / "letter.jsonl", [dict(rows[0], answer="F")])
+    with pytest.raises(DataFileError, match="answer outside the options"):
+        load_prompt_rows(tmp_path / "letter.jsonl")
+    write_jsonl(tmp_path / "neg.jsonl", [dict(rows[1], answer=-2)])
+    with pytest.raises(DataFileError, match="must be a positive number"):
+        load_prompt_rows(tmp_path / "neg.jsonl")
+    (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
+    with pytest.raises(DataFileError, match="no prompt rows"):
+        load_prompt_rows(tmp_path / "empty.jsonl")
+
+
+def test_dataset_columns_feed_the_rewards() -> None:
+    dataset = rows_to_dataset(toy_prompt_rows(4))
+    assert set(dataset.column_names) == {"prompt", "id", "task", "answer", "answer_type", "options"}
+    assert dataset[0]["prompt"][0]["role"] == "system" and dataset[1]["answer_type"] == "number"
+    assert float(dataset[1]["answer"]) > 0 and dataset[1]["options"] is None
+    assert {r.id for r in load_prompt_rows("toy:3:1")}.isdisjoint({r.id for r in load_prompt_rows("toy:3")})
+
+
+def test_cli_errors_before_training(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("train_data: toy:2\nmax_step: 3\n", encoding="utf-8")
+    assert main(["train", "--recipe", str(recipe)]) == 2
+    assert "did you mean max_steps" in capsys.readouterr().err
+    (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
+    recipe.write_text(
+        f"train_data: {tmp_path / 'empty.jsonl'}\noutput_dir: {tmp_path / 'run'}\n", encoding="utf-8"
+    )
+    assert main(["train", "--recipe", str(recipe)]) == 2
+    assert "no prompt rows" in capsys.readouterr().err
+    assert main(["train", "--recipe", str(recipe), "--resume"]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+    assert main(["train", "--recipe", str(RECIPES / "embodied_r" / "cpu_smollm2.yaml"), "--check"]) == 0
+    assert "reward_schedule" in capsys.readouterr().out
