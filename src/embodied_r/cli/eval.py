@@ -1,4 +1,4 @@
-"""``embodied-r eval``: evaluate a reasoner on prompt rows or official Embodied-R processed JSON."""
+"""``embodied-r eval``: evaluate a reasoner on prompt rows, official processed JSON, or any benchmark loader."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "eval",
         help="evaluate a reasoning model: batched greedy generation, per-task accuracy, resumable",
-        description="Evaluate a reasoning model on prompt rows (.jsonl from build-prompts) or an official "
-        "Embodied-R processed JSON file. Predictions are written as they finish; rerunning the same "
-        "command resumes.",
+        description="Evaluate a reasoning model on prompt rows (.jsonl from build-prompts), an official "
+        "Embodied-R processed JSON file, or a benchmark loader spec with its perception. Predictions are "
+        "written as they finish; rerunning the same command resumes. Writes metrics.json and report.html.",
     )
-    parser.add_argument("--data", required=True, help="prompt-row .jsonl or official processed .json")
+    parser.add_argument("--data", required=True, metavar="SPEC",
+                        help="prompt-row .jsonl, official processed .json, or NAME:PATH with NAME one of urbanvideo, "
+                        "vsibench, vsibench-merged, egoschema, mvbench (DIR#task1,task2), synthetic, qa")
     parser.add_argument("--model", default="smollm2-135m-instruct",
                         help="built-in name, local folder or Hugging Face id (default: %(default)s)")
     parser.add_argument("--out", required=True, help="output folder (predictions.jsonl, metrics.json)")
@@ -24,7 +26,49 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=8, help="prompts per generate() call (default: 8)")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="completion length cap (default: 256)")
     parser.add_argument("--dtype", default="auto", help="auto | bfloat16 | float32 (default: auto)")
+    parser.add_argument("--engine", default="auto", choices=["auto", "transformers", "vllm"],
+                        help="generation engine; auto = vLLM when installed with a GPU (default: %(default)s)")
+    parser.add_argument("--prompt-version", default="official-v1", choices=["official-v1", "structured-v1"],
+                        help="reasoner prompt template for loader specs (default: %(default)s)")
+    perception = parser.add_argument_group("perception (for loader specs: the reasoner reads frame descriptions)")
+    perception.add_argument("--perception", default=None, metavar="FILE", help="Perception .jsonl from `perceive`")
+    perception.add_argument("--perception-backend", default=None, choices=["oracle", "openai", "transformers"],
+                            help="run perception now over --keyframes (written to OUT/perception.jsonl); with "
+                            "--perception FILE it serves only the vlm_only baseline")
+    perception.add_argument("--keyframes", default=None, metavar="DIR", help="key frames from `embodied-r keyframes`")
+    perception.add_argument("--perception-model", default=None, help="VLM name (openai) or id/path (transformers)")
+    perception.add_argument("--base-url", default=None, help="OpenAI-compatible VLM endpoint (openai backend)")
+    perception.add_argument("--dataset-dir", default=None, help="synthetic dataset folder (oracle backend)")
+    extra = parser.add_argument_group("baselines and logical consistency")
+    extra.add_argument("--baselines", default="random,prior",
+                       help="comma list of random, prior, direct, vlm_only, or 'none' (default: %(default)s)")
+    extra.add_argument("--judge", default=None,
+                       help="measure logical consistency with this judge: 'policy', a model name/path, or an "
+                       "http(s):// OpenAI-compatible endpoint (the consistency reward's judge)")
+    extra.add_argument("--judge-model", default=None, help="model name served at an endpoint --judge")
+    extra.add_argument("--no-report", action="store_true", help="skip report.html and plots")
     return parser
+
+
+def perception_source(args: argparse.Namespace) -> Any:
+    from embodied_r.cli.common import CLIError
+    from embodied_r.evaluation.inputs import PerceptionSource
+
+    options: dict[str, Any] = {}
+    if args.perception_backend == "oracle":
+        if not args.dataset_dir:
+            raise CLIError("--perception-backend oracle needs --dataset-dir (the synthetic dataset folder)")
+        options["dataset_dir"] = args.dataset_dir
+    elif args.perception_backend == "openai":
+        if not (args.base_url and args.perception_model):
+            raise CLIError("--perception-backend openai needs --base-url and --perception-model")
+        options.update(base_url=args.base_url, model=args.perception_model)
+    elif args.perception_backend == "transformers":
+        if not args.perception_model:
+            raise CLIError("--perception-backend transformers needs --perception-model")
+        options["model"] = args.perception_model
+    return PerceptionSource(file=args.perception, backend=args.perception_backend, keyframes=args.keyframes,
+                            options=options)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,6 +81,13 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError("--limit must be a positive number")
     if args.batch_size <= 0 or args.max_new_tokens <= 0:
         raise CLIError("--batch-size and --max-new-tokens must be positive")
+    from embodied_r.evaluation.analysis import BASELINES
+
+    baselines = [] if args.baselines.strip() == "none" else [b.strip() for b in args.baselines.split(",") if b.strip()]
+    unknown = sorted(set(baselines) - set(BASELINES))
+    if unknown:
+        raise CLIError(f"--baselines: unknown {unknown}; choose from {list(BASELINES)} or 'none'")
+    perception = perception_source(args)
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console(), transient=False) as bar:
         task = bar.add_task("evaluating", total=None)
@@ -45,7 +96,10 @@ def run(args: argparse.Namespace) -> int:
             bar.update(task, completed=done, total=total)
 
         metrics = run_eval(args.data, args.model, args.out, limit=args.limit, batch_size=args.batch_size,
-                           max_new_tokens=args.max_new_tokens, dtype=args.dtype, progress=progress)
+                           max_new_tokens=args.max_new_tokens, dtype=args.dtype, progress=progress,
+                           perception=perception, engine=args.engine, prompt_version=args.prompt_version,
+                           baselines=baselines, judge=args.judge, judge_model=args.judge_model,
+                           report=not args.no_report)
     print_metrics(metrics)
     return 0
 
@@ -57,11 +111,28 @@ def print_metrics(metrics: dict[str, Any]) -> None:
     overall = metrics["overall"]
     rows.append(["overall (micro, sample-weighted)", overall["n"], overall["micro"], overall["unparsed"]])
     rows.append(["overall (macro, mean of tasks)", overall["n"], overall["macro"], None])
-    print_table(f"{metrics['model']} on {metrics['data']}", ["task", "n", "accuracy", "unparsed"], rows)
+    print_table(f"{metrics['model']} on {metrics['data']}", ["task", "n", "score (accuracy or MRA)", "unparsed"], rows)
     out = console()
     out.print(f"unparsed rate {overall['unparsed_rate']:.1%}; {metrics['resumed']} predictions resumed, "
               f"{metrics['generated_this_run']} generated this run; wall time {metrics['wall_time_s']} s")
+    if overall.get("empty_completions"):
+        out.print(f"{overall['empty_completions']} completion(s) were empty (counted as unparsed, scored 0)")
     if metrics.get("n_skipped"):
         out.print(f"{metrics['n_skipped']} question(s) skipped as unusable (see skipped in metrics.json):")
         for item in metrics["skipped"][:10]:
-            out.print(f"  {item['id']}: {item['reason']}")
+            out.print(f"  {item['id']}: {item['reason']}", markup=False)
+    baselines = [[name, b.get("status"), (b.get("overall") or {}).get("micro"), b.get("reason") or ""]
+                 for name, b in metrics.get("baselines", {}).items()]
+    if baselines:
+        print_table("baselines", ["baseline", "status", "micro", "note"], baselines)
+    bias = (metrics.get("position_bias") or {}).get("overall")
+    if bias and bias.get("max_excess") is not None:
+        out.print(f"position bias: most predicted letter {bias['most_predicted']}, largest excess over the gold share "
+                  f"{bias['max_excess']:+.1%} (predicted {bias['predicted']} vs gold {bias['true']})", markup=False)
+    consistency = metrics.get("consistency") or {}
+    if consistency.get("status") == "ok":
+        o = consistency["overall"]
+        rate = "n/a" if o["rate"] is None else f"{o['rate']:.1%}"
+        out.print(f"logical consistency ({consistency['judge']}): {rate} of {o['judged']} judged answers", markup=False)
+    elif consistency.get("status") == "failed":
+        out.print(f"logical consistency not measured: {consistency['reason']}", markup=False)

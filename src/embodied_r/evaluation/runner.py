@@ -1,7 +1,11 @@
-"""``embodied-r eval``: batched, resumable evaluation of a reasoner on prompt rows.
+"""``embodied-r eval``: batched, resumable evaluation of a reasoner on prompt rows or any benchmark.
 
 Predictions are appended to ``predictions.jsonl`` batch by batch; a rerun reads the ids already there
-and generates only the rest, so a killed run loses at most the batch in flight.
+and generates only the rest, so a killed run loses at most the batch in flight. The same holds for the
+direct-answer baseline (``baselines/direct.jsonl``) and the consistency judge (``judgements.jsonl``).
+``metrics.json`` is rewritten atomically at the end with per-task tables (micro and macro averages,
+MRA for numeric tasks, unparsed and empty answers counted), the exclusions report, the baselines, the
+position-bias report and the logical-consistency rate; ``report.html`` is then built from it.
 """
 
 from __future__ import annotations
@@ -13,12 +17,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from embodied_r.evaluation.benchmarks.embodied_r_json import LoadReport, load_embodied_r_json
-from embodied_r.evaluation.generation import generate_chats
-from embodied_r.evaluation.metrics import score_answer, task_table
-from embodied_r.io import DataFileError, JsonlAppender, atomic_write_json, iter_jsonl, read_json
+from embodied_r.evaluation.benchmarks.common import LoadReport, check_records, read_records
+from embodied_r.evaluation.benchmarks.registry import parse_spec
+from embodied_r.evaluation.generation import TransformersEngine
+from embodied_r.evaluation.metrics import score_answer
+from embodied_r.io import DataFileError, JsonlAppender, atomic_write_json, read_json
 from embodied_r.reasoning.parsing import parse_answer
-from embodied_r.records import Prediction, PromptRow, RecordError
+from embodied_r.records import Prediction, PromptRow
 
 logger = logging.getLogger(__name__)
 
@@ -31,27 +36,11 @@ logger = logging.getLogger(__name__)
 def load_prompt_rows_jsonl(path: str | Path) -> tuple[list[PromptRow], LoadReport]:
     """PromptRow jsonl (what ``build-prompts`` writes); unusable rows are reported, not scored."""
     report = LoadReport()
-    rows: list[PromptRow] = []
-    seen: set[str] = set()
-    for number, data in enumerate(iter_jsonl(path), start=1):
-        try:
-            row = PromptRow.from_dict(data)
-        except (RecordError, TypeError) as exc:
-            report.skip(str(data.get("id", f"line {number}")), f"malformed row: {exc}")
-            continue
-        reason = _row_problem(row, seen)
-        if reason:
-            report.skip(row.id, reason)
-            continue
-        seen.add(row.id)
-        rows.append(row)
-    report.kept = len(rows)
+    rows = check_records(read_records(path, PromptRow, report), report, problem_of=_row_problem)
     return rows, report
 
 
-def _row_problem(row: PromptRow, seen: set[str]) -> str | None:
-    if row.id in seen:
-        return "duplicated id (first occurrence kept)"
+def _row_problem(row: PromptRow) -> str | None:
     if not row.prompt or not any(str(m.get("content", "")).strip() for m in row.prompt):
         return "empty prompt"
     if row.answer_type == "choice":
@@ -63,16 +52,13 @@ def _row_problem(row: PromptRow, seen: set[str]) -> str | None:
     return None
 
 
-def load_eval_rows(data: str | Path, prompt_version: str = "official-v1") -> tuple[list[PromptRow], LoadReport]:
-    """Rows from an official processed JSON file (``.json``) or a PromptRow file (``.jsonl``)."""
-    path = Path(data)
-    if not path.exists():
-        raise DataFileError(f"{path}: file not found")
-    if path.suffix == ".jsonl":
-        return load_prompt_rows_jsonl(path)
-    if path.suffix == ".json":
-        return load_embodied_r_json(path, prompt_version=prompt_version)
-    raise DataFileError(f"{path}: unsupported data file; give an official processed .json or a prompt-row .jsonl")
+def load_eval_rows(data: str | Path, prompt_version: str = "official-v1",
+                   perception: Any = None, out_dir: str | Path | None = None) -> tuple[list[PromptRow], LoadReport]:
+    """Rows from a processed ``.json``, a PromptRow ``.jsonl``, or a loader spec with its perception
+    (``embodied_r.evaluation.inputs``)."""
+    from embodied_r.evaluation.inputs import load_inputs
+
+    return load_inputs(data, prompt_version=prompt_version, perception=perception, out_dir=out_dir)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -95,6 +81,14 @@ def evaluate_rows(model: Any, tokenizer: Any, rows: Sequence[PromptRow], batch_s
                   on_predictions: Callable[[list[Prediction]], None] | None = None,
                   **sampling: Any) -> list[Prediction]:
     """Generate (greedy unless sampling args say otherwise) and score every row."""
+    return evaluate_with_engine(TransformersEngine(model, tokenizer), rows, batch_size=batch_size,
+                                max_new_tokens=max_new_tokens, on_predictions=on_predictions, **sampling)
+
+
+def evaluate_with_engine(engine: Any, rows: Sequence[PromptRow], batch_size: int = 8, max_new_tokens: int = 256,
+                         on_predictions: Callable[[list[Prediction]], None] | None = None,
+                         **sampling: Any) -> list[Prediction]:
+    """``evaluate_rows`` over any engine with ``generate_chats`` (transformers or vLLM)."""
     predictions: list[Prediction | None] = [None] * len(rows)
 
     def handle(indices: list[int], completions: list[str]) -> None:
@@ -104,34 +98,26 @@ def evaluate_rows(model: Any, tokenizer: Any, rows: Sequence[PromptRow], batch_s
         if on_predictions is not None:
             on_predictions(batch)
 
-    generate_chats(model, tokenizer, [r.prompt for r in rows], max_new_tokens=max_new_tokens,
-                   batch_size=batch_size, on_batch=handle, **sampling)
+    engine.generate_chats([r.prompt for r in rows], max_new_tokens=max_new_tokens, batch_size=batch_size,
+                          on_batch=handle, **sampling)
     return [p for p in predictions if p is not None]
 
 
-def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int | None = None,
-             batch_size: int = 8, max_new_tokens: int = 256, dtype: str = "auto",
-             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Evaluate ``model_name`` on ``data``; write predictions.jsonl and metrics.json into ``out_dir``."""
-    started = time.perf_counter()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    rows, report = load_eval_rows(data)
-    if limit is not None:
-        rows = rows[:limit]
-    if not rows:
-        raise DataFileError(f"{data}: no usable questions ({len(report.skipped)} skipped)")
-    appender = JsonlAppender(out / "predictions.jsonl")
-    _check_same_run(out, data, model_name)
+def generate_resumable(engine_factory: Callable[[], Any], rows: Sequence[PromptRow], path: Path,
+                       batch_size: int, max_new_tokens: int,
+                       progress: Callable[[int, int], None] | None = None) -> tuple[list[dict[str, Any]], int]:
+    """Predictions for ``rows`` in ``path`` (jsonl), generating only the ids not there yet.
+
+    The engine is built only when something is left to generate. Returns (predictions for ``rows``,
+    number generated now)."""
+    appender = JsonlAppender(path)
     done = appender.done_keys("id")
     todo = [r for r in rows if r.id not in done]
-    logger.info("%d questions, %d already done, %d to generate", len(rows), len(rows) - len(todo), len(todo))
-
+    logger.info("%s: %d questions, %d already done, %d to generate", path.name, len(rows), len(rows) - len(todo),
+                len(todo))
     generated = 0
     if todo:
-        from embodied_r.reasoning.models import load_reasoner
-
-        model, tokenizer = load_reasoner(model_name, dtype=dtype)
+        engine = engine_factory()
 
         def persist(batch: list[Prediction]) -> None:
             nonlocal generated
@@ -140,26 +126,77 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
             if progress is not None:
                 progress(len(rows) - len(todo) + generated, len(rows))
 
-        evaluate_rows(model, tokenizer, todo, batch_size=batch_size, max_new_tokens=max_new_tokens,
-                      on_predictions=persist)
+        if isinstance(engine, TransformersEngine):
+            # Looked up through the module so tests (and callers) can wrap evaluate_rows.
+            evaluate_rows(engine.model, engine.tokenizer, todo, batch_size=batch_size,
+                          max_new_tokens=max_new_tokens, on_predictions=persist)
+        else:
+            evaluate_with_engine(engine, todo, batch_size=batch_size, max_new_tokens=max_new_tokens,
+                                 on_predictions=persist)
     wanted = {r.id for r in rows}
-    predictions = [p for p in appender.existing() if p["id"] in wanted]
-    metrics = task_table(predictions)
+    return [p for p in appender.existing() if p["id"] in wanted], generated
+
+
+def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int | None = None,
+             batch_size: int = 8, max_new_tokens: int = 256, dtype: str = "auto",
+             progress: Callable[[int, int], None] | None = None, *, perception: Any = None,
+             engine: str = "auto", prompt_version: str = "official-v1", baselines: Sequence[str] = ("random", "prior"),
+             direct_max_new_tokens: int = 16, judge: str | None = None, judge_model: str | None = None,
+             report: bool = True) -> dict[str, Any]:
+    """Evaluate ``model_name`` on ``data``; write predictions.jsonl, metrics.json (and report.html) into ``out_dir``.
+
+    ``baselines`` may name ``random``, ``prior``, ``direct`` and ``vlm_only``; ``judge`` (``policy``, a
+    model, or an endpoint URL) turns on the logical-consistency rate.
+    """
+    from embodied_r.evaluation.analysis import assemble_metrics, run_baselines, run_consistency
+
+    started = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows, load_report = load_eval_rows(data, prompt_version=prompt_version, perception=perception, out_dir=out)
+    if limit is not None:
+        rows = rows[:limit]
+    if not rows:
+        raise DataFileError(f"{data}: no usable questions ({len(load_report.skipped)} skipped: "
+                            f"{load_report.reason_counts()})")
+    _check_same_run(out, data, model_name)
+    cache: dict[str, Any] = {}
+
+    def engine_factory() -> Any:
+        if "engine" not in cache:
+            from embodied_r.evaluation.generation import make_engine
+
+            cache["engine"] = make_engine(model_name, engine=engine, dtype=dtype)
+        return cache["engine"]
+
+    predictions, generated = generate_resumable(engine_factory, rows, out / "predictions.jsonl", batch_size,
+                                                max_new_tokens, progress)
+    baseline_tables = run_baselines(baselines, rows, out, engine_factory, batch_size, direct_max_new_tokens,
+                                    perception)
+    consistency = run_consistency(judge, judge_model, model_name, dtype, rows, predictions, out)
+    engine_name = cache["engine"].name if "engine" in cache else None
+    metrics = assemble_metrics(predictions, rows, baseline_tables, consistency, load_report)
     metrics.update({
         "model": model_name, "data": str(data), "n_questions": len(rows),
-        "generated_this_run": generated, "resumed": len(rows) - len(todo),
-        "skipped": report.skipped, "n_skipped": len(report.skipped),
-        "generation": {"do_sample": False, "max_new_tokens": max_new_tokens, "batch_size": batch_size},
+        "generated_this_run": generated, "resumed": len(rows) - generated,
+        "skipped": load_report.skipped, "n_skipped": len(load_report.skipped),
+        "generation": {"do_sample": False, "max_new_tokens": max_new_tokens, "batch_size": batch_size,
+                       "engine": engine_name or engine, "prompt_version": prompt_version},
+        "perception": perception.describe() if perception is not None and perception.given else None,
         "wall_time_s": round(time.perf_counter() - started, 2),
     })
     atomic_write_json(out / "metrics.json", metrics)
+    if report:
+        from embodied_r.evaluation.report import build_report
+
+        build_report([out], out)
     return metrics
-
-
 def _check_same_run(out: Path, data: str | Path, model_name: str) -> None:
     """Refuse to mix predictions of a different model or data set into an existing output folder."""
     stamp = out / "run.json"
-    current = {"data": str(Path(data).resolve()), "model": model_name}
+    spec = parse_spec(str(data))
+    resolved = str(Path(spec.path).resolve())
+    current = {"data": f"{spec.loader}:{resolved}" if spec.loader else resolved, "model": model_name}
     if stamp.exists():
         previous = read_json(stamp)
         if previous != current:

@@ -11,28 +11,19 @@ tag, and ids that are numbers or strings.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from embodied_r.evaluation.benchmarks.common import LoadReport
 from embodied_r.io import DataFileError, read_json
 from embodied_r.reasoning.prompts import get_template
 from embodied_r.records import PromptRow
 
+__all__ = ["LoadReport", "load_embodied_r_json", "parse_options_from_text"]
+
 SOURCE = "embodied_r_processed"
-_CHOICES_HEADER_RE = re.compile(r"(?:Choices?|choose|Options?)\s*:", re.IGNORECASE)
+CHOICES_HEADER_RE = re.compile(r"(?:Choices?|choose|Options?)\s*:", re.IGNORECASE)
 _OPTION_LINE_RE = re.compile(r"^\s*([A-H])\s*[.)]\s*(.+?)\s*$")
-
-
-@dataclass
-class LoadReport:
-    """What a loader kept and what it skipped (with reasons), for the run's metrics and the console."""
-
-    kept: int = 0
-    skipped: list[dict[str, str]] = field(default_factory=list)
-
-    def skip(self, item_id: str, reason: str) -> None:
-        self.skipped.append({"id": item_id, "reason": reason})
 
 
 def parse_options_from_text(text: str) -> list[str]:
@@ -41,7 +32,7 @@ def parse_options_from_text(text: str) -> list[str]:
     >>> parse_options_from_text("Question: where?\\nchoose:  \\nA. left  \\nB. right")
     ['A. left', 'B. right']
     """
-    headers = list(_CHOICES_HEADER_RE.finditer(text))
+    headers = list(CHOICES_HEADER_RE.finditer(text))
     if not headers:
         return []
     options: list[str] = []

@@ -1,0 +1,109 @@
+"""After generation: baselines, the consistency judge, and the assembled ``metrics.json`` content.
+
+Each step records its outcome (``status: ok | not run | failed`` with a reason) instead of raising, so a
+judge endpoint that is down or a baseline that cannot run never costs the model's finished predictions.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from embodied_r.evaluation.baselines import (
+    direct_answer_rows, not_run, position_bias, prior_baseline, random_baseline,
+)
+from embodied_r.evaluation.benchmarks.common import LoadReport
+from embodied_r.evaluation.metrics import task_table
+from embodied_r.records import PromptRow
+
+logger = logging.getLogger(__name__)
+
+BASELINES = ("random", "prior", "direct", "vlm_only")
+
+
+def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, engine_factory: Callable[[], Any],
+                  batch_size: int, direct_max_new_tokens: int, perception: Any = None) -> dict[str, Any]:
+    """Tables for the requested baselines, keyed by name."""
+    from embodied_r.evaluation.runner import generate_resumable
+
+    unknown = sorted(set(names) - set(BASELINES))
+    if unknown:
+        raise ValueError(f"unknown baseline(s) {unknown}; choose from {list(BASELINES)}")
+    tables: dict[str, Any] = {}
+    for name in names:
+        if name == "random":
+            tables[name] = random_baseline(rows)
+        elif name == "prior":
+            tables[name] = prior_baseline(rows)
+        elif name == "direct":
+            predictions, _ = generate_resumable(engine_factory, direct_answer_rows(rows),
+                                                out / "baselines" / "direct.jsonl", batch_size, direct_max_new_tokens)
+            table = task_table(predictions)
+            table.update({"name": "direct", "status": "ok", "note": "the reasoner answering without thinking",
+                          "max_new_tokens": direct_max_new_tokens})
+            tables[name] = table
+        elif name == "vlm_only":
+            tables[name] = vlm_only_baseline(rows, perception, out)
+    return tables
+
+
+def vlm_only_baseline(rows: Sequence[PromptRow], perception: Any, out: Path) -> dict[str, Any]:
+    """The perception VLM answering from the key frames, or precisely why it did not run."""
+    backend = getattr(perception, "backend", None)
+    if not backend:
+        return not_run("vlm_only", "no perception backend given (--perception-backend openai|transformers "
+                                   "with --keyframes): VLM-only answers need a VLM")
+    if backend == "oracle":
+        return not_run("vlm_only", "the oracle backend writes simulator ground truth; it cannot answer questions")
+    from embodied_r.evaluation.vlm_only import run_vlm_only
+    from embodied_r.perception.backends import make_backend
+
+    predictions, excluded = run_vlm_only(rows, make_backend(backend, **perception.options), perception.keyframes,
+                                         out / "baselines" / "vlm_only.jsonl")
+    table = task_table(predictions)
+    table.update({"name": "vlm_only", "status": "ok" if predictions else "failed",
+                  "note": f"{backend} VLM answering from the key frames", "excluded": excluded,
+                  "n_excluded": len(excluded)})
+    if not predictions:
+        table["reason"] = f"no question could be answered ({len(excluded)} excluded, e.g. " \
+                          f"{excluded[0]['reason'] if excluded else 'none'})"
+    return table
+
+
+def run_consistency(spec: str | None, judge_model: str | None, model_name: str, dtype: str,
+                    rows: Sequence[PromptRow], predictions: Sequence[dict[str, Any]], out: Path) -> dict[str, Any]:
+    """The logical-consistency rate with the reward's judge, or why it was not measured."""
+    if not spec:
+        return {"status": "not run", "reason": "no --judge given"}
+    from embodied_r.evaluation.judge import consistency_summary, judge_predictions, make_judge
+
+    try:
+        judge = make_judge(spec, model_name, judge_model=judge_model, dtype=dtype)
+        judgements = judge_predictions(judge, {r.id: r for r in rows}, predictions, out / "judgements.jsonl")
+    except Exception as exc:  # noqa: BLE001 - recorded in metrics.json; predictions are already safe on disk
+        logger.error("consistency judge failed: %s", exc)
+        return {"status": "failed", "reason": f"{type(exc).__name__}: {exc}", "judge": spec}
+    return {"status": "ok", "judge": getattr(judge, "name", spec), **consistency_summary(judgements)}
+
+
+def assemble_metrics(predictions: Sequence[dict[str, Any]], rows: Sequence[PromptRow], baselines: dict[str, Any],
+                     consistency: dict[str, Any], load_report: LoadReport) -> dict[str, Any]:
+    """The model's task table plus everything reported beside it."""
+    from embodied_r.evaluation.benchmarks.vsibench import vsibench_task_scores
+
+    metrics = task_table(predictions)
+    empty = [p for p in predictions if not str(p.get("completion", "")).strip()]
+    metrics["overall"]["empty_completions"] = len(empty)
+    for task, table in metrics["tasks"].items():
+        table["empty_completions"] = sum(1 for p in empty if p["task"] == task)
+        table["metric"] = "MRA" if any(p["task"] == task and p.get("answer_type") == "number"
+                                       for p in predictions) else "accuracy"
+    if any(t.startswith("object_rel_direction_") for t in metrics["tasks"]):
+        metrics["vsibench"] = vsibench_task_scores({t: v["score"] for t, v in metrics["tasks"].items()})
+    metrics["position_bias"] = position_bias(predictions)
+    metrics["baselines"] = baselines
+    metrics["consistency"] = consistency
+    metrics["loader"] = load_report.to_dict()
+    return metrics

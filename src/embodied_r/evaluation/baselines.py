@@ -1,0 +1,132 @@
+"""Baselines scored on the same questions as the model, and the position-bias report.
+
+- ``random``: the expected accuracy of a uniform guess, 1/#options per question (exact expectation,
+  no sampling noise), as the "Random" row of Embodied-R's Table 1; numeric questions have no random
+  baseline and are left out of it (reported as such).
+- ``prior``: always the most frequent gold letter of the question's task (numbers: the task's median
+  answer, scored with MRA). Fit on the evaluated questions themselves unless a separate set is given,
+  so it is an upper bound of what letter/answer bias alone can reach; the report says which.
+- ``direct``: the reasoner answering at once, without thinking (``direct_answer_messages``).
+- ``vlm_only``: the perception VLM answering from the frames; it needs a VLM backend and is reported
+  as not run otherwise.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from embodied_r.evaluation.metrics import score_answer, task_table
+from embodied_r.reasoning.parsing import option_letters
+from embodied_r.records import Prediction, PromptRow
+
+
+def _prediction(row: PromptRow, parsed: Any, score: float, completion: str = "") -> dict[str, Any]:
+    return Prediction(id=row.id, task=row.task, completion=completion, parsed_answer=parsed, answer=row.answer,
+                      answer_type=row.answer_type, correct=score >= 1.0, score=score).to_dict()
+
+
+def random_baseline(rows: Sequence[PromptRow]) -> dict[str, Any]:
+    """Expected per-task accuracy of a uniform guess among each question's options."""
+    predictions = [_prediction(row, None, 1.0 / len(row.options)) for row in rows
+                   if row.answer_type == "choice" and row.options]
+    table = task_table(predictions)
+    skipped = sum(1 for row in rows if row.answer_type != "choice")
+    table.update({"name": "random", "status": "ok", "note": "expected accuracy of a uniform guess (1/#options)",
+                  "excluded_non_choice": skipped})
+    return table
+
+
+def fit_prior(rows: Sequence[PromptRow]) -> dict[str, Any]:
+    """Per task: the letter frequencies of choice answers, or the median of numeric answers."""
+    letters: dict[str, Counter[str]] = defaultdict(Counter)
+    numbers: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        if row.answer_type == "choice":
+            letters[row.task][str(row.answer).strip().upper()] += 1
+        elif row.answer_type == "number":
+            numbers[row.task].append(float(row.answer))
+    return {"letters": {t: dict(c) for t, c in letters.items()},
+            "median": {t: statistics.median(v) for t, v in numbers.items()}}
+
+
+def prior_baseline(rows: Sequence[PromptRow], fit_rows: Sequence[PromptRow] | None = None) -> dict[str, Any]:
+    """Most-frequent-letter (median-number) prior per task, scored like a model's answers.
+
+    >>> from embodied_r.records import PromptRow
+    >>> rows = [PromptRow(str(i), "t", [], a, "choice", ["A. x", "B. y"]) for i, a in enumerate("AAB")]
+    >>> round(prior_baseline(rows)["overall"]["micro"], 3)
+    0.667
+    """
+    prior = fit_prior(fit_rows if fit_rows is not None else rows)
+    predictions = []
+    for row in rows:
+        if row.answer_type == "choice":
+            frequencies = prior["letters"].get(row.task, {})
+            valid = option_letters(row.options)
+            # The task's most frequent letter among this question's letters (ties: alphabetical).
+            ranked = sorted(valid, key=lambda letter: (-frequencies.get(letter, 0), letter))
+            guess: Any = ranked[0] if ranked else None
+        elif row.answer_type == "number":
+            guess = prior["median"].get(row.task)
+        else:
+            guess = None
+        predictions.append(_prediction(row, guess, score_answer(guess, row.answer, row.answer_type)))
+    table = task_table(predictions)
+    table.update({"name": "prior", "status": "ok", "fit_on": "evaluated questions" if fit_rows is None else
+                  "separate prior set", "prior": prior})
+    return table
+
+
+def direct_answer_rows(rows: Sequence[PromptRow]) -> list[PromptRow]:
+    """The same questions with the no-thinking prompt (same user text, answer-only instruction)."""
+    from embodied_r.reasoning.prompts import direct_answer_messages
+
+    out = []
+    for row in rows:
+        user = next((m["content"] for m in reversed(row.prompt) if m.get("role") == "user"), "")
+        out.append(PromptRow(id=row.id, task=row.task, prompt=direct_answer_messages(user, row.options),
+                             answer=row.answer, answer_type=row.answer_type, options=row.options,
+                             meta={**row.meta, "baseline": "direct"}))
+    return out
+
+
+def not_run(name: str, reason: str) -> dict[str, Any]:
+    return {"name": name, "status": "not run", "reason": reason, "tasks": {}, "overall": {}}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Position bias
+# ---------------------------------------------------------------------------------------------------
+
+
+def position_bias(predictions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """How often each letter is predicted versus how often it is the answer (choice questions only).
+
+    ``max_excess`` is the largest (predicted share − true share) over letters: 0 for an unbiased
+    model, close to 1 for one that always answers the same letter.
+
+    >>> preds = [{"answer_type": "choice", "answer": a, "parsed_answer": "A", "task": "t"} for a in "AB"]
+    >>> position_bias(preds)["overall"]["max_excess"]
+    0.5
+    """
+    def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        true = Counter(str(r["answer"]).upper() for r in rows)
+        predicted = Counter(str(r["parsed_answer"]).upper() for r in rows if r.get("parsed_answer") is not None)
+        n_true, n_pred = sum(true.values()), sum(predicted.values())
+        letters = sorted(set(true) | set(predicted))
+        excess = {k: (predicted[k] / n_pred if n_pred else 0.0) - true[k] / n_true for k in letters}
+        return {"n": n_true, "n_parsed": n_pred, "true": dict(sorted(true.items())),
+                "predicted": dict(sorted(predicted.items())), "excess": excess,
+                "max_excess": round(max(excess.values()), 10) if excess and n_pred else None,
+                "most_predicted": predicted.most_common(1)[0][0] if predicted else None}
+
+    choice = [p for p in predictions if p.get("answer_type", "choice") == "choice"]
+    by_task: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for row in choice:
+        by_task[str(row["task"])].append(row)
+    return {"overall": summary(choice) if choice else None,
+            "tasks": {task: summary(rows) for task, rows in sorted(by_task.items())}}
+

@@ -1,0 +1,165 @@
+"""Data specs: ``NAME:PATH`` names a benchmark loader, a plain path is a prompt-row or processed file.
+
+=================================  ==================================================================
+spec                               what it reads
+=================================  ==================================================================
+``urbanvideo:DIR|MCQ.parquet``     UrbanVideo-Bench (options parsed from the question text)
+``vsibench:DIR|FILE``              VSI-Bench parquet/jsonl (``vsibench-merged:`` merges rel-direction)
+``egoschema:DIR``                  EgoSchema public subset (questions.json + subset_answers.json)
+``mvbench:DIR``                    MVBench ``json/<task>.json`` (``mvbench:DIR#task1,task2`` for a few)
+``synthetic:DIR``                  our ``synth world`` / ``synth robot`` folders (questions.jsonl)
+``qa:FILE.jsonl``                  any QARecord jsonl (e.g. a split written by ``data split``)
+``FILE.json`` / ``FILE.jsonl``     official Embodied-R processed JSON / PromptRow jsonl (ready prompts)
+=================================  ==================================================================
+
+QA specs give questions only; the reasoner also needs the perception text of each question's video,
+which ``prompt_rows_from_perception`` joins in with the shared prompt builder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from embodied_r.evaluation.benchmarks.common import LoadReport, check_records, read_records
+from embodied_r.io import DataFileError, iter_jsonl
+from embodied_r.records import Perception, PromptRow, QARecord, RecordError
+
+QALoader = Callable[[str], tuple[list[QARecord], LoadReport]]
+
+
+def _urbanvideo(path: str) -> tuple[list[QARecord], LoadReport]:
+    from embodied_r.evaluation.benchmarks.urbanvideo import load_urbanvideo
+
+    return load_urbanvideo(path)
+
+
+def _vsibench(path: str, merge: bool = False) -> tuple[list[QARecord], LoadReport]:
+    from embodied_r.evaluation.benchmarks.vsibench import load_vsibench
+
+    return load_vsibench(path, merge_rel_direction=merge)
+
+
+def _egoschema(path: str) -> tuple[list[QARecord], LoadReport]:
+    from embodied_r.evaluation.benchmarks.egoschema import load_egoschema
+
+    return load_egoschema(path)
+
+
+def _mvbench(path: str) -> tuple[list[QARecord], LoadReport]:
+    from embodied_r.evaluation.benchmarks.mvbench import load_mvbench
+
+    root, _, tasks = path.partition("#")
+    return load_mvbench(root, tasks=[t for t in tasks.split(",") if t] or None)
+
+
+def _synthetic(path: str) -> tuple[list[QARecord], LoadReport]:
+    from embodied_r.evaluation.benchmarks.synthetic import load_synthetic
+
+    return load_synthetic(path)
+
+
+def load_qa_jsonl(path: str | Path) -> tuple[list[QARecord], LoadReport]:
+    """A plain QARecord jsonl file, checked like every loader's output."""
+    report = LoadReport()
+    return check_records(read_records(path, QARecord, report), report), report
+
+
+LOADERS: dict[str, QALoader] = {
+    "urbanvideo": _urbanvideo,
+    "vsibench": _vsibench,
+    "vsibench-merged": lambda path: _vsibench(path, merge=True),
+    "egoschema": _egoschema,
+    "mvbench": _mvbench,
+    "synthetic": _synthetic,
+    "qa": load_qa_jsonl,
+}
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """A parsed ``--data`` value: ``loader`` is None for plain prompt/processed files."""
+
+    loader: str | None
+    path: str
+
+    @property
+    def needs_perception(self) -> bool:
+        return self.loader is not None
+
+
+def parse_spec(spec: str) -> DataSpec:
+    """Split ``NAME:PATH``; a path without a known loader prefix is a plain file.
+
+    >>> parse_spec("urbanvideo:data/MCQ.parquet")
+    DataSpec(loader='urbanvideo', path='data/MCQ.parquet')
+    >>> parse_spec("runs/prompts.jsonl")
+    DataSpec(loader=None, path='runs/prompts.jsonl')
+    """
+    name, sep, rest = str(spec).partition(":")
+    if sep and name in LOADERS:
+        if not rest:
+            raise DataFileError(f"data spec {spec!r} has no path after '{name}:'")
+        return DataSpec(name, rest)
+    if sep and len(name) > 1 and "/" not in name and "\\" not in name and not Path(spec).exists():
+        raise DataFileError(f"unknown data loader {name!r} in {spec!r}; choose one of {sorted(LOADERS)} "
+                            "or give a .json/.jsonl file")
+    return DataSpec(None, str(spec))
+
+
+def load_qa(spec: str | DataSpec) -> tuple[list[QARecord], LoadReport]:
+    """Questions for a loader spec (``urbanvideo:PATH`` …)."""
+    parsed = parse_spec(spec) if isinstance(spec, str) else spec
+    if parsed.loader is None:
+        raise DataFileError(f"{parsed.path}: a question loader spec is needed here (e.g. urbanvideo:PATH); "
+                            f"known loaders: {sorted(LOADERS)}")
+    return LOADERS[parsed.loader](parsed.path)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Questions + perception -> prompt rows
+# ---------------------------------------------------------------------------------------------------
+
+
+def read_perceptions(path: str | Path) -> dict[str, Perception]:
+    """Perception records by question id (the last record of an id wins: reruns append)."""
+    out: dict[str, Perception] = {}
+    for number, data in enumerate(iter_jsonl(path), start=1):
+        try:
+            record = Perception.from_dict(data)
+        except (RecordError, TypeError) as exc:
+            raise DataFileError(f"{path}:{number}: not a Perception record ({exc})") from exc
+        out[record.qa_id] = record
+    return out
+
+
+def prompt_rows_from_perception(records: Sequence[QARecord], perceptions: dict[str, Perception],
+                                report: LoadReport, prompt_version: str = "official-v1") -> list[PromptRow]:
+    """Reasoner prompt rows for the questions that have perception frames; the others are reported.
+
+    Rows are built by ``build-prompts``' own function (which calls
+    ``embodied_r.reasoning.prompts.build_reasoner_messages``), so evaluation sees exactly the prompt
+    text training data has.
+    """
+    from embodied_r.cli.build_prompts import build_rows
+
+    usable = {qid: p for qid, p in perceptions.items() if p.frames}
+    rows, missing = build_rows(list(records), usable, prompt_version)
+    by_id = {r.id: r for r in records}
+    for qid in missing:
+        if qid in perceptions:
+            report.skip(qid, "no perception: the perception record has no frames")
+        else:
+            note = "" if by_id[qid].meta.get("video_found", True) else " (its video is missing too)"
+            report.skip(qid, f"no perception: the perception file has no record for this question{note}")
+    report.kept = len(rows)
+    return rows
+
+
+def summarize_records(records: Sequence[QARecord]) -> dict[str, int]:
+    """Questions per task, for tables and split summaries."""
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record.task] = counts.get(record.task, 0) + 1
+    return dict(sorted(counts.items()))

@@ -1,0 +1,110 @@
+"""What ``eval --data SPEC`` turns into: reasoner prompt rows plus a report of every excluded question.
+
+- A plain ``.jsonl`` (PromptRows from ``build-prompts``) or ``.json`` (official processed prompts)
+  already holds the prompts.
+- A loader spec (``urbanvideo:PATH`` …, see ``benchmarks.registry``) gives questions; their perception
+  text comes from ``--perception FILE`` (Perception jsonl from ``embodied-r perceive``) or is produced
+  now by ``--perception-backend`` over ``--keyframes DIR`` (written to ``<out>/perception.jsonl``,
+  resumable through the perception cache).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from embodied_r.evaluation.benchmarks.common import LoadReport
+from embodied_r.evaluation.benchmarks.registry import (
+    load_qa, parse_spec, prompt_rows_from_perception, read_perceptions,
+)
+from embodied_r.io import DataFileError
+from embodied_r.records import PromptRow, QARecord
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PerceptionSource:
+    """Where perception text comes from: a finished file, or a backend to run now over key frames."""
+
+    file: str | None = None
+    backend: str | None = None
+    keyframes: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def given(self) -> bool:
+        return bool(self.file or self.backend)
+
+    def describe(self) -> dict[str, Any]:
+        return {"file": self.file, "backend": self.backend, "keyframes": self.keyframes}
+
+
+def load_prompt_file(path: str | Path, prompt_version: str = "official-v1") -> tuple[list[PromptRow], LoadReport]:
+    """Rows from an official processed JSON file (``.json``) or a PromptRow file (``.jsonl``)."""
+    from embodied_r.evaluation.benchmarks.embodied_r_json import load_embodied_r_json
+    from embodied_r.evaluation.runner import load_prompt_rows_jsonl
+
+    path = Path(path)
+    if not path.exists():
+        raise DataFileError(f"{path}: file not found")
+    if path.suffix == ".jsonl":
+        return load_prompt_rows_jsonl(path)
+    if path.suffix == ".json":
+        return load_embodied_r_json(path, prompt_version=prompt_version)
+    raise DataFileError(f"{path}: unsupported data file; give an official processed .json, a prompt-row .jsonl, "
+                        "or a loader spec such as urbanvideo:PATH")
+
+
+def load_inputs(data: str | Path, prompt_version: str = "official-v1", perception: PerceptionSource | None = None,
+                out_dir: str | Path | None = None) -> tuple[list[PromptRow], LoadReport]:
+    """Prompt rows for ``data`` (a plain file or a loader spec) and the report of exclusions."""
+    spec = parse_spec(str(data))
+    if spec.loader is None:
+        if perception is not None and perception.given:
+            raise DataFileError(f"{data}: already holds prompts; --perception/--perception-backend apply only to "
+                                "loader specs such as urbanvideo:PATH")
+        return load_prompt_file(spec.path, prompt_version)
+    records, report = load_qa(spec)
+    if perception is None or not perception.given:
+        raise DataFileError(
+            f"{data}: these are questions about videos; the reasoner reads perception text. Give --perception "
+            "FILE (from `embodied-r perceive`) or --perception-backend NAME with --keyframes DIR"
+        )
+    if perception.file:
+        perceptions = read_perceptions(perception.file)
+    else:
+        if out_dir is None:
+            raise DataFileError("--perception-backend needs an output folder for perception.jsonl")
+        base = Path(spec.path.partition("#")[0])
+        qa_dir = base if base.is_dir() else base.parent  # relative videos are relative to the question file
+        perceptions = read_perceptions(run_perception(records, perception, Path(out_dir), report, qa_dir))
+    rows = prompt_rows_from_perception(records, perceptions, report, prompt_version)
+    return rows, report
+
+
+def run_perception(records: list[QARecord], source: PerceptionSource, out_dir: Path, report: LoadReport,
+                   qa_dir: Path = Path(".")) -> Path:
+    """Run the perception stage for ``records`` into ``out_dir/perception.jsonl`` (resumable) and return it.
+
+    Questions whose video is missing are not sent; they end up reported as having no perception.
+    """
+    from embodied_r.perception.backends import make_backend
+    from embodied_r.perception.cache import PerceptionCache
+    from embodied_r.perception.runner import perceive
+
+    if not source.keyframes or not Path(source.keyframes).is_dir():
+        raise DataFileError(f"--keyframes {source.keyframes}: not a folder; run `embodied-r keyframes` on the "
+                            "benchmark videos first")
+    with_video = [r for r in records if r.meta.get("video_found", True)]
+    out_path = out_dir / "perception.jsonl"
+    backend = make_backend(str(source.backend), **source.options)
+    cache = PerceptionCache(out_dir / "perception.cache")
+    summary = perceive(with_video, qa_dir, Path(source.keyframes), backend, cache, out_path)
+    if summary.failed:
+        report.warn("*", f"perception failed for {summary.failed} question(s); rerun to retry them: "
+                         + "; ".join(summary.errors[:3]))
+    logger.info("perception: %d done, %d already done, %d failed", summary.done, summary.already_done, summary.failed)
+    return out_path

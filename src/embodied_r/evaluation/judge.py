@@ -1,0 +1,104 @@
+"""Logical-consistency rate: does a judge, given only the question and the model's reasoning, reach the
+model's answer? (Embodied-R reports 46% -> 99% with GPT-4o as the judge; research/embodied_r.md §5.3.)
+
+The judge is the very component the consistency *reward* uses (``embodied_r.rewards.consistency``:
+same prompt, same question-only view, letters read from next-token logits or a constrained endpoint),
+so the rate measured here is what that reward optimised. Unlike the reward it is not gated on
+correctness: a wrong answer that its reasoning supports is consistent.
+
+Judgements are appended to ``judgements.jsonl`` chunk by chunk, so a killed run resumes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from embodied_r.io import JsonlAppender
+from embodied_r.reasoning.parsing import extract_think
+from embodied_r.records import PromptRow
+
+logger = logging.getLogger(__name__)
+
+
+def make_judge(spec: str, policy_model: str, judge_model: str | None = None, dtype: str = "auto") -> Any:
+    """``policy`` (a frozen copy of the evaluated model), a model name/path, or an ``http(s)://`` URL of
+    an OpenAI-compatible endpoint serving ``judge_model``; built by the reward's own factory."""
+    from embodied_r.rewards.consistency import build_judge
+
+    if spec.startswith(("http://", "https://")):
+        return build_judge({"base_url": spec, "model": judge_model or policy_model}, policy_model, dtype=dtype)
+    return build_judge(spec, policy_model, dtype=dtype)
+
+
+def judge_predictions(judge: Any, rows: Mapping[str, PromptRow], predictions: Sequence[Mapping[str, Any]],
+                      out_path: str | Path, chunk_size: int = 32) -> list[dict[str, Any]]:
+    """Judge every choice prediction that has a parsed answer and a think block; returns all judgements
+    (resumed ones included). Predictions without reasoning are recorded as not judged."""
+    from embodied_r.rewards.consistency import judge_completions
+
+    appender = JsonlAppender(out_path)
+    done = appender.done_keys("id")
+    todo: list[Mapping[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    for prediction in predictions:
+        pid = str(prediction["id"])
+        if pid in done or pid not in rows:
+            continue
+        if prediction.get("answer_type") != "choice":
+            continue
+        if prediction.get("parsed_answer") is None:
+            skipped.append({"id": pid, "task": prediction["task"], "judged": False, "reason": "unparsed answer"})
+        elif not extract_think(str(prediction.get("completion", ""))):
+            skipped.append({"id": pid, "task": prediction["task"], "judged": False, "reason": "no <think> block"})
+        else:
+            todo.append(prediction)
+    appender.extend(skipped)
+    for start in range(0, len(todo), max(1, chunk_size)):
+        chunk = todo[start:start + chunk_size]
+        chunk_rows = [rows[str(p["id"])] for p in chunk]
+        letters = judge_completions(judge, [r.prompt for r in chunk_rows], [p["completion"] for p in chunk],
+                                    [r.options for r in chunk_rows])
+        appender.extend({
+            "id": str(p["id"]), "task": p["task"], "judged": True, "model_answer": p["parsed_answer"],
+            "judge_answer": letter, "consistent": letter is not None and letter == p["parsed_answer"],
+            "correct": bool(p.get("correct")),
+        } for p, letter in zip(chunk, letters, strict=True))
+    wanted = {str(p["id"]) for p in predictions}
+    return [j for j in appender.existing() if j["id"] in wanted]
+
+
+def consistency_summary(judgements: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Rates overall and per task.
+
+    ``rate`` = consistent / judged; ``rate_all`` counts unjudged answers (no reasoning, unparsed) as not
+    consistent, the stricter reading of "share of logically consistent outputs".
+
+    >>> js = [{"task": "t", "judged": True, "consistent": True, "correct": True},
+    ...       {"task": "t", "judged": True, "consistent": False, "correct": False},
+    ...       {"task": "t", "judged": False, "reason": "no <think> block"}]
+    >>> s = consistency_summary(js)["overall"]
+    >>> s["rate"], round(s["rate_all"], 3)
+    (0.5, 0.333)
+    """
+    def summary(items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        judged = [j for j in items if j.get("judged")]
+        consistent = sum(1 for j in judged if j.get("consistent"))
+        correct = [j for j in judged if j.get("correct")]
+        reasons: dict[str, int] = defaultdict(int)
+        for j in items:
+            if not j.get("judged"):
+                reasons[str(j.get("reason"))] += 1
+        return {"n": len(items), "judged": len(judged), "consistent": consistent,
+                "rate": consistent / len(judged) if judged else None,
+                "rate_all": consistent / len(items) if items else None,
+                "rate_when_correct": (sum(1 for j in correct if j.get("consistent")) / len(correct)) if correct else None,
+                "not_judged": dict(reasons)}
+
+    by_task: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for item in judgements:
+        by_task[str(item["task"])].append(item)
+    return {"overall": summary(judgements), "tasks": {t: summary(v) for t, v in sorted(by_task.items())}}

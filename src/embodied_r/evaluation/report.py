@@ -1,0 +1,265 @@
+"""Offline report: ``metrics.json``, ``report.html`` and PNG plots from eval runs and training runs.
+
+Inputs are folders. An *eval run* holds ``metrics.json`` (+ ``predictions.jsonl``) from ``embodied-r
+eval``; a *training run* holds ``metrics.jsonl`` (one logged dict per step, from the trainer's
+callback) and/or ``checkpoint-*/trainer_state.json`` (TRL's ``log_history``), plus ``eval.jsonl``.
+Plots: per-task scores of the model and its baselines, all eval runs side by side (before/after when
+two are given), the letter distributions (position bias), and training curves. The HTML references
+the PNGs by relative path and embeds no scripts, so the folder opens offline anywhere.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from embodied_r.io import DataFileError, atomic_write_json, atomic_write_text, read_json, read_jsonl
+
+logger = logging.getLogger(__name__)
+SAMPLES_PER_KIND = 3
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reading runs
+# ---------------------------------------------------------------------------------------------------
+
+
+def is_training_run(folder: Path) -> bool:
+    return (folder / "metrics.jsonl").is_file() or any(folder.glob("checkpoint-*/trainer_state.json"))
+
+
+def training_history(folder: Path) -> list[dict[str, Any]]:
+    """Logged training dicts: ``metrics.jsonl`` when present, else the newest checkpoint's ``log_history``."""
+    if (folder / "metrics.jsonl").is_file():
+        return read_jsonl(folder / "metrics.jsonl")
+    states = sorted(folder.glob("checkpoint-*/trainer_state.json"),
+                    key=lambda p: int(p.parent.name.split("-")[-1]) if p.parent.name.split("-")[-1].isdigit() else -1)
+    if not states:
+        return []
+    history = read_json(states[-1]).get("log_history", [])
+    return [dict(h, step=h.get("step")) for h in history if isinstance(h, dict)]
+
+
+def load_runs(folders: Sequence[str | Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(eval runs, training runs); a folder that is neither raises naming it."""
+    evals, trainings = [], []
+    for folder in map(Path, folders):
+        if not folder.is_dir():
+            raise DataFileError(f"{folder}: not a folder (give eval output folders or training run folders)")
+        if (folder / "metrics.json").is_file() and "tasks" in read_json(folder / "metrics.json"):
+            metrics = read_json(folder / "metrics.json")
+            predictions = read_jsonl(folder / "predictions.jsonl") if (folder / "predictions.jsonl").is_file() else []
+            evals.append({"name": _unique(folder.name, evals), "folder": str(folder), "metrics": metrics,
+                          "predictions": predictions})
+        elif is_training_run(folder):
+            evaluations = read_jsonl(folder / "eval.jsonl") if (folder / "eval.jsonl").is_file() else []
+            trainings.append({"name": _unique(folder.name, trainings), "folder": str(folder),
+                              "history": training_history(folder), "eval": evaluations})
+        else:
+            raise DataFileError(f"{folder}: neither an eval run (metrics.json) nor a training run (metrics.jsonl or "
+                                "checkpoint-*/trainer_state.json)")
+    return evals, trainings
+
+
+def _unique(name: str, existing: list[dict[str, Any]]) -> str:
+    taken = {r["name"] for r in existing}
+    return name if name not in taken else f"{name} ({len(existing) + 1})"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Plots
+# ---------------------------------------------------------------------------------------------------
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; never a display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def grouped_bars(path: Path, title: str, tasks: list[str], series: dict[str, list[float | None]], ylabel: str) -> Path:
+    """One group of bars per task, one bar per series (missing values left empty)."""
+    plt = _pyplot()
+    width = 0.8 / max(1, len(series))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(tasks) + 2), 4.2))
+    for index, (label, values) in enumerate(series.items()):
+        xs = [i + (index - (len(series) - 1) / 2) * width for i in range(len(tasks))]
+        ax.bar(xs, [v if v is not None else 0.0 for v in values], width=width, label=label)
+    ax.set_xticks(range(len(tasks)))
+    ax.set_xticklabels(tasks, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, 1)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def training_curves(path: Path, runs: list[dict[str, Any]]) -> Path | None:
+    """Loss, total reward, per-function rewards and held-out score against the step."""
+    plt = _pyplot()
+    panels: dict[str, dict[str, tuple[list[float], list[float]]]] = {"loss": {}, "reward": {}, "held-out score": {}}
+    for run in runs:
+        for entry in run["history"]:
+            step = entry.get("step")
+            if step is None:
+                continue
+            for key, value in entry.items():
+                if not isinstance(value, (int, float)) or isinstance(value, bool):
+                    continue
+                panel = "loss" if key == "loss" else "reward" if key == "reward" or (
+                    key.startswith("rewards/") and key.endswith("/mean")) else None
+                if panel:
+                    xs, ys = panels[panel].setdefault(f"{run['name']}: {key}", ([], []))
+                    xs.append(float(step))
+                    ys.append(float(value))
+        for entry in run["eval"]:
+            if entry.get("score") is not None:
+                xs, ys = panels["held-out score"].setdefault(run["name"], ([], []))
+                xs.append(float(entry["step"]))
+                ys.append(float(entry["score"]))
+    panels = {k: v for k, v in panels.items() if v}
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.8), squeeze=False)
+    for ax, (title, lines) in zip(axes[0], panels.items()):
+        for label, (xs, ys) in lines.items():
+            ax.plot(xs, ys, marker="." if len(xs) < 30 else None, label=label)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------
+# The report
+# ---------------------------------------------------------------------------------------------------
+
+
+def build_report(folders: Sequence[str | Path], out: str | Path) -> dict[str, Any]:
+    """Write plots, ``report.html`` and (unless ``out`` is the only eval run itself) a combined
+    ``metrics.json`` into ``out``; returns the combined summary."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    evals, trainings = load_runs(folders)
+    tasks = sorted({t for run in evals for t in run["metrics"]["tasks"]})
+    images: list[tuple[str, str]] = []
+    if evals:
+        main = evals[-1]
+        series = {main["name"]: [main["metrics"]["tasks"].get(t, {}).get("score") for t in tasks]}
+        for name, table in main["metrics"].get("baselines", {}).items():
+            if table.get("status") == "ok":
+                series[f"baseline: {name}"] = [table["tasks"].get(t, {}).get("score") for t in tasks]
+        images.append(("Per-task scores: model vs baselines",
+                       grouped_bars(out / "tasks.png", "model vs baselines", tasks, series, "score").name))
+        if len(evals) > 1:
+            compare = {run["name"]: [run["metrics"]["tasks"].get(t, {}).get("score") for t in tasks] for run in evals}
+            title = "before / after" if len(evals) == 2 else "runs compared"
+            images.append((title, grouped_bars(out / "compare.png", title, tasks, compare, "score").name))
+        bias = main["metrics"].get("position_bias", {}).get("overall")
+        if bias:
+            letters = sorted(set(bias["true"]) | set(bias["predicted"]))
+            n_true, n_pred = max(1, bias["n"]), max(1, bias["n_parsed"])
+            shares = {"gold answers": [bias["true"].get(k, 0) / n_true for k in letters],
+                      "predicted": [bias["predicted"].get(k, 0) / n_pred for k in letters]}
+            images.append(("Position bias: letter shares",
+                           grouped_bars(out / "position_bias.png", "letter shares", letters, shares, "share").name))
+    if trainings:
+        curves = training_curves(out / "training.png", trainings)
+        if curves is not None:
+            images.append(("Training curves", curves.name))
+    summary = {"runs": [{"name": r["name"], "folder": r["folder"], "tasks": r["metrics"]["tasks"],
+                         "overall": r["metrics"]["overall"], "baselines": {k: v.get("overall") for k, v in
+                                                                            r["metrics"].get("baselines", {}).items()},
+                         "consistency": r["metrics"].get("consistency")} for r in evals],
+               "training": [{"name": r["name"], "folder": r["folder"], "steps": len(r["history"]),
+                             "last": r["history"][-1] if r["history"] else None, "eval": r["eval"]} for r in trainings],
+               "images": [name for _, name in images]}
+    own_folder = len(evals) == 1 and not trainings and Path(evals[0]["folder"]).resolve() == out.resolve()
+    if not own_folder:
+        atomic_write_json(out / "metrics.json", summary)
+    atomic_write_text(out / "report.html", render_html(evals, trainings, tasks, images))
+    return summary
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{100 * value:.1f}" if 0 <= value <= 1 else f"{value:.3g}"
+    return html.escape(str(value))
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{_fmt(v)}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _samples(predictions: list[dict[str, Any]]) -> str:
+    right = [p for p in predictions if p.get("correct")][:SAMPLES_PER_KIND]
+    wrong = [p for p in predictions if not p.get("correct")][:SAMPLES_PER_KIND]
+    blocks = []
+    for p in right + wrong:
+        verdict = "correct" if p.get("correct") else "wrong"
+        blocks.append(f"<div class='sample {verdict}'><b>{html.escape(str(p['id']))}</b> ({html.escape(str(p['task']))}) "
+                      f"gold {html.escape(str(p['answer']))}, parsed {html.escape(str(p.get('parsed_answer')))}: {verdict}"
+                      f"<pre>{html.escape(str(p.get('completion', '')))}</pre></div>")
+    return "".join(blocks) or "<p>no predictions</p>"
+
+
+def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], tasks: list[str],
+                images: list[tuple[str, str]]) -> str:
+    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>embodied-r report</title><style>",
+             "body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}",
+             "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child{text-align:left}",
+             "pre{white-space:pre-wrap;background:#f6f6f6;padding:6px}.wrong{border-left:4px solid #c33;padding-left:8px}",
+             ".correct{border-left:4px solid #3a3;padding-left:8px}</style></head><body><h1>embodied-r report</h1>",
+             "<p>Scores in %: accuracy for choice tasks, mean relative accuracy (MRA) for numeric ones.</p>"]
+    if evals:
+        headers = ["task"] + [r["name"] for r in evals]
+        rows = [[t] + [r["metrics"]["tasks"].get(t, {}).get("score") for r in evals] for t in tasks]
+        rows.append(["overall (micro)"] + [r["metrics"]["overall"].get("micro") for r in evals])
+        rows.append(["overall (macro)"] + [r["metrics"]["overall"].get("macro") for r in evals])
+        rows.append(["unparsed answers (count)"] + [str(r["metrics"]["overall"].get("unparsed")) for r in evals])
+        parts.append("<h2>Per-task scores</h2>" + _table(headers, rows))
+        main = evals[-1]["metrics"]
+        baseline_rows = [[name, b.get("status"), b.get("overall", {}).get("micro"), b.get("overall", {}).get("macro"),
+                          b.get("reason") or b.get("note") or b.get("fit_on")] for name, b in main.get("baselines", {}).items()]
+        if baseline_rows:
+            parts.append(f"<h2>Baselines ({html.escape(evals[-1]['name'])})</h2>"
+                         + _table(["baseline", "status", "micro", "macro", "note"], baseline_rows))
+        consistency = main.get("consistency") or {}
+        if consistency.get("status") == "ok":
+            o = consistency["overall"]
+            parts.append("<h2>Logical consistency</h2>" + _table(
+                ["judge", "judged", "consistent", "rate", "rate (unjudged count as inconsistent)"],
+                [[consistency.get("judge"), str(o["judged"]), str(o["consistent"]), o["rate"], o["rate_all"]]]))
+        elif consistency:
+            parts.append(f"<h2>Logical consistency</h2><p>{html.escape(str(consistency.get('status')))}: "
+                         f"{html.escape(str(consistency.get('reason')))}</p>")
+        loader = main.get("loader", {})
+        if loader.get("n_skipped"):
+            parts.append("<h2>Excluded questions</h2>" + _table(
+                ["reason", "count"], [[k, str(v)] for k, v in loader.get("skipped_by_reason", {}).items()]))
+    for title, name in images:
+        parts.append(f"<h2>{html.escape(title)}</h2><img src='{html.escape(name)}' alt='{html.escape(title)}'>")
+    for run in trainings:
+        last = run["history"][-1] if run["history"] else {}
+        parts.append(f"<h2>Training run {html.escape(run['name'])}</h2><p>{len(run['history'])} logged steps; last: "
+                     f"{html.escape(', '.join(f'{k}={v}' for k, v in list(last.items())[:8]))}</p>")
+    if evals:
+        parts.append(f"<h2>Sample reasoning ({html.escape(evals[-1]['name'])})</h2>" + _samples(evals[-1]["predictions"]))
+    parts.append("</body></html>")
+    return "\n".join(parts)

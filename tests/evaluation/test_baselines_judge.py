@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import doctest
+import importlib
+from pathlib import Path
+
+import pytest
+
+from embodied_r.evaluation.baselines import direct_answer_rows, position_bias, prior_baseline, random_baseline
+from embodied_r.evaluation.judge import consistency_summary, judge_predictions
+from embodied_r.records import PromptRow
+
+DOCTEST_MODULES = [
+    "embodied_r.evaluation.baselines", "embodied_r.evaluation.judge", "embodied_r.evaluation.split",
+    "embodied_r.evaluation.benchmarks.common", "embodied_r.evaluation.benchmarks.urbanvideo",
+    "embodied_r.evaluation.benchmarks.vsibench", "embodied_r.evaluation.benchmarks.registry",
+]
+
+
+@pytest.mark.parametrize("name", DOCTEST_MODULES)
+def test_docstring_examples(name: str) -> None:
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def _row(i: int, answer: str = "A", task: str = "t", options: list[str] | None = None) -> PromptRow:
+    return PromptRow(id=f"q{i}", task=task, answer=answer, answer_type="choice",
+                     options=options or ["A. left", "B. right", "C. back", "D. front"],
+                     prompt=[{"role": "system", "content": "sys"},
+                             {"role": "user", "content": f"Frame 0: a sofa\nQuestion: where {i}?\nChoices:\nA. left\n"
+                                                         "B. right\nC. back\nD. front"}])
+
+
+def test_random_is_the_expected_accuracy() -> None:
+    rows = [_row(0), _row(1, options=["A. x", "B. y"]),
+            PromptRow(id="n", task="count", prompt=[], answer=3.0, answer_type="number")]
+    table = random_baseline(rows)
+    assert table["overall"]["micro"] == pytest.approx((0.25 + 0.5) / 2)
+    assert table["excluded_non_choice"] == 1 and "count" not in table["tasks"]
+
+
+def test_prior_uses_the_most_frequent_letter_per_task_and_median_numbers() -> None:
+    rows = [_row(0, "B"), _row(1, "B"), _row(2, "C"), _row(3, "A", task="u"),
+            PromptRow(id="n1", task="count", prompt=[], answer=2.0, answer_type="number"),
+            PromptRow(id="n2", task="count", prompt=[], answer=4.0, answer_type="number"),
+            PromptRow(id="n3", task="count", prompt=[], answer=3.0, answer_type="number")]
+    table = prior_baseline(rows)
+    assert table["tasks"]["t"]["score"] == pytest.approx(2 / 3)
+    assert table["tasks"]["u"]["score"] == 1.0
+    # Median 3 scores MRA 1.0 on 3, 0.6 on 4 (25% error passes θ ≤ 0.75) and 0.1 on 2 (50% error: θ = 0.5).
+    assert table["tasks"]["count"]["score"] == pytest.approx((0.6 + 1.0 + 0.1) / 3)
+    fitted_elsewhere = prior_baseline(rows[:3], fit_rows=[_row(9, "C")])
+    assert fitted_elsewhere["tasks"]["t"]["score"] == pytest.approx(1 / 3)
+
+
+def test_position_bias_counts_letters() -> None:
+    predictions = [{"task": "t", "answer_type": "choice", "answer": a, "parsed_answer": p}
+                   for a, p in [("A", "A"), ("B", "A"), ("C", "A"), ("D", None)]]
+    bias = position_bias(predictions)["overall"]
+    assert bias["true"] == {"A": 1, "B": 1, "C": 1, "D": 1} and bias["predicted"] == {"A": 3}
+    assert bias["max_excess"] == pytest.approx(0.75) and bias["most_predicted"] == "A"
+
+
+def test_direct_rows_keep_the_user_text() -> None:
+    direct = direct_answer_rows([_row(0)])[0]
+    assert "Question: where 0?" in direct.prompt[-1]["content"]
+    assert "<answer>" in direct.prompt[-1]["content"] and direct.meta["baseline"] == "direct"
+
+
+class FakeJudge:
+    """Answers with the last option letter the reasoning mentions (or None); records what it saw."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[str], list[str]]] = []
+
+    def judge(self, questions, thinks, options):
+        self.calls.append((list(questions), list(thinks)))
+        return [next((c for c in reversed(t) if c in "ABCD"), None) for t in thinks]
+
+
+def test_judge_uses_question_and_reasoning_only_and_resumes(tmp_path: Path) -> None:
+    rows = {f"q{i}": _row(i) for i in range(4)}
+    predictions = [
+        {"id": "q0", "task": "t", "answer_type": "choice", "parsed_answer": "A", "correct": True,
+         "completion": "<think>so A</think><answer>A</answer>"},
+        {"id": "q1", "task": "t", "answer_type": "choice", "parsed_answer": "B", "correct": False,
+         "completion": "<think>it must be C</think><answer>B</answer>"},
+        {"id": "q2", "task": "t", "answer_type": "choice", "parsed_answer": "A", "correct": True,
+         "completion": "<answer>A</answer>"},
+        {"id": "q3", "task": "t", "answer_type": "choice", "parsed_answer": None, "correct": False, "completion": ""},
+    ]
+    judge = FakeJudge()
+    judgements = judge_predictions(judge, rows, predictions, tmp_path / "j.jsonl")
+    questions, thinks = judge.calls[0]
+    assert thinks == ["so A", "it must be C"]
+    assert questions[0].startswith("Question: where 0?") and "Frame 0" not in questions[0]  # no video text
+    summary = consistency_summary(judgements)["overall"]
+    assert (summary["judged"], summary["consistent"], summary["rate"]) == (2, 1, 0.5)
+    assert summary["not_judged"] == {"no <think> block": 1, "unparsed answer": 1}
+    assert summary["rate_when_correct"] == 1.0
+    again = FakeJudge()
+    assert len(judge_predictions(again, rows, predictions, tmp_path / "j.jsonl")) == 4
+    assert again.calls == []  # everything was already judged
+
+
+def test_the_reward_judge_runs_on_a_tiny_model(tmp_path: Path, tiny_lm_dir: Path) -> None:
+    from embodied_r.evaluation.judge import make_judge
+
+    judge = make_judge(str(tiny_lm_dir), policy_model="unused", dtype="float32")
+    predictions = [{"id": "q0", "task": "t", "answer_type": "choice", "parsed_answer": "A", "correct": True,
+                    "completion": "<think>the sofa is on the left, so A</think><answer>A</answer>"}]
+    judgements = judge_predictions(judge, {"q0": _row(0)}, predictions, tmp_path / "j.jsonl")
+    assert judgements[0]["judged"] and judgements[0]["judge_answer"] in {"A", "B", "C", "D"}

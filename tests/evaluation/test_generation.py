@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from embodied_r.evaluation import generation
+from embodied_r.evaluation.generation import generate_batch, render_chat
+from embodied_r.reasoning.prompts import build_reasoner_messages
+
+
+def test_shared_prefix_generation_matches_the_plain_path(tiny_lm_dir: Path, monkeypatch) -> None:
+    from embodied_r.reasoning.models import load_reasoner
+
+    model, tokenizer = load_reasoner(str(tiny_lm_dir), dtype="float32")
+    frames = [[{"delta": f"A {o} ahead."}, {"action": "turn left", "delta": "A door."}] for o in ("sofa", "red chair", "tv")]
+    texts = [render_chat(tokenizer, build_reasoner_messages(f, f"Where is object {i}?", ["A. left", "B. right"]))
+             for i, f in enumerate(frames)]
+    calls: list[dict] = []
+    original = model.generate
+
+    def spy(**kwargs):
+        calls.append(kwargs)
+        return original(**kwargs)
+
+    monkeypatch.setattr(model, "generate", spy)
+    shared = generate_batch(model, tokenizer, texts, max_new_tokens=12)
+    plain = generate_batch(model, tokenizer, texts, max_new_tokens=12, share_prefix=False)
+    assert shared == plain  # greedy: same tokens whether the prefix is shared or not
+    keyword = generation._cache_keyword(model)
+    assert keyword in calls[0] and keyword not in calls[1]  # the first call really used the shared cache
+    single = generate_batch(model, tokenizer, texts[:1], max_new_tokens=12)
+    assert single == plain[:1]  # one prompt alone: the same answer as inside the batch

@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from embodied_r.evaluation.metrics import task_table
+from embodied_r.evaluation.report import build_report, training_history
+from embodied_r.io import DataFileError
+from embodied_r.records import Prediction
+
+
+def make_eval_run(folder: Path, correct: list[bool]) -> Path:
+    """An eval output folder as ``run_eval`` writes it (metrics.json + predictions.jsonl)."""
+    folder.mkdir(parents=True)
+    predictions = [Prediction(id=f"q{i}", task="dir" if i % 2 else "dist", completion=f"<think>t{i} <b></think>"
+                              f"<answer>{'A' if ok else 'B'}</answer>", parsed_answer="A" if ok else "B", answer="A",
+                              answer_type="choice", correct=ok, score=float(ok)).to_dict()
+                   for i, ok in enumerate(correct)]
+    (folder / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in predictions))
+    metrics = task_table(predictions)
+    metrics["baselines"] = {"random": {"status": "ok", "tasks": {"dir": {"score": 0.5}, "dist": {"score": 0.5}},
+                                       "overall": {"micro": 0.5, "macro": 0.5}},
+                            "vlm_only": {"status": "not run", "reason": "no backend", "tasks": {}, "overall": {}}}
+    metrics["position_bias"] = {"overall": {"n": 4, "n_parsed": 4, "true": {"A": 4}, "predicted": {"A": 2, "B": 2}}}
+    metrics["consistency"] = {"status": "ok", "judge": "tiny", "overall": {"judged": 4, "consistent": 3,
+                                                                           "rate": 0.75, "rate_all": 0.75}}
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    return folder
+
+
+def make_training_run(folder: Path, with_jsonl: bool = True) -> Path:
+    folder.mkdir(parents=True)
+    history = [{"step": s, "loss": 0.1 / s, "reward": 0.2 * s, "rewards/accuracy/mean": 0.1 * s} for s in range(1, 5)]
+    if with_jsonl:
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
+        (folder / "eval.jsonl").write_text(json.dumps({"step": 0, "score": 0.2}) + "\n" + json.dumps({"step": 4, "score": 0.4}) + "\n")
+    for step in (2, 4):
+        (folder / f"checkpoint-{step}").mkdir()
+        (folder / f"checkpoint-{step}" / "trainer_state.json").write_text(
+            json.dumps({"log_history": history[:step]}))
+    return folder
+
+
+def test_report_before_after_and_training(tmp_path: Path) -> None:
+    before = make_eval_run(tmp_path / "before", [True, False, False, False])
+    after = make_eval_run(tmp_path / "after", [True, True, True, False])
+    train = make_training_run(tmp_path / "train")
+    summary = build_report([before, after, train], tmp_path / "report")
+    out = tmp_path / "report"
+    for name in ("tasks.png", "compare.png", "position_bias.png", "training.png", "report.html", "metrics.json"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    assert (out / "tasks.png").read_bytes()[:4] == b"\x89PNG"
+    assert [r["overall"]["micro"] for r in summary["runs"]] == [0.25, 0.75]
+    assert summary["training"][0]["steps"] == 4
+    page = (out / "report.html").read_text()
+    assert "before / after" in page and "<script" not in page
+    assert "75.0" in page and "25.0" in page  # overall scores in %
+    assert "&lt;b&gt;" in page  # completions are escaped, not rendered
+    assert "no backend" in page  # a baseline that did not run says why
+
+
+def test_training_history_falls_back_to_trainer_state(tmp_path: Path) -> None:
+    run = make_training_run(tmp_path / "t", with_jsonl=False)
+    history = training_history(run)
+    assert [h["step"] for h in history] == [1, 2, 3, 4]  # the newest checkpoint's log_history
+
+
+def test_report_in_the_run_folder_keeps_its_metrics(tmp_path: Path) -> None:
+    run = make_eval_run(tmp_path / "run", [True, False])
+    before = (run / "metrics.json").read_text()
+    build_report([run], run)
+    assert (run / "metrics.json").read_text() == before and (run / "report.html").is_file()
+
+
+def test_report_rejects_unknown_folders(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataFileError, match="neither an eval run"):
+        build_report([tmp_path / "empty"], tmp_path / "out")
+    with pytest.raises(DataFileError, match="not a folder"):
+        build_report([tmp_path / "missing"], tmp_path / "out")
