@@ -31,14 +31,10 @@ $(STAMP): pyproject.toml | $(PY)
 
 install: $(STAMP)
 
-SHARED_EVAL_DATA := ../shared/data/embodied_r_processed/urban_original_test.json
-
-# Until the full synthetic demo lands, the demo evaluates the default reasoner on the real Embodied-R
-# processed prompts in ../shared/data (14 UrbanVideo-Bench questions with real Qwen2.5-VL-72B text).
+# The main job: synthetic world -> key frames -> oracle perception -> prompts -> eval -> GRPO -> eval
+# -> report, sized for ~15 minutes on a 2-core CPU. Stages already finished in $(DEMO_OUT) are skipped.
 demo: install
-	@test -f $(SHARED_EVAL_DATA) || { echo "demo needs $(SHARED_EVAL_DATA) (the shared reference data)"; exit 2; }
-	@echo "== embodied-r demo: evaluating smollm2-135m-instruct on $(SHARED_EVAL_DATA) =="
-	$(VENV)/bin/embodied-r eval --data $(SHARED_EVAL_DATA) --out $(DEMO_OUT)/eval_urban --batch-size 4 --max-new-tokens 256
+	MUJOCO_GL=$${MUJOCO_GL:-egl} $(VENV)/bin/embodied-r demo --out $(DEMO_OUT)
 
 test: install
 	MUJOCO_GL=$${MUJOCO_GL:-egl} $(PY) -m pytest -q --timeout=900
