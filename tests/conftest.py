@@ -8,20 +8,10 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # lets tests import tiny_models
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # lets tests import tiny_models, shared_paths
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def shared_data(relative: str) -> Path:
-    """A file under ../shared/data, or a clean skip when this checkout has no shared folder."""
-    path = SHARED_DATA / relative
-    if not path.exists():
-        pytest.skip(f"reference data {relative} not present (expected under ../shared/data)")
-    return path
 
 
 @pytest.fixture(scope="session")

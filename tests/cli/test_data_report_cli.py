@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import shared_data
+from shared_paths import shared_data
 
 from embodied_r.cli.main import main
 

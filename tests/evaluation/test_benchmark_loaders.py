@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import shared_data
+from shared_paths import shared_data
 
 from embodied_r.evaluation.benchmarks.egoschema import load_egoschema
 from embodied_r.evaluation.benchmarks.mvbench import load_mvbench

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import shared_data
+from shared_paths import shared_data
 
 from embodied_r.evaluation.benchmarks.embodied_r_json import load_embodied_r_json, parse_options_from_text
 from embodied_r.io import DataFileError

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import shared_data
+from shared_paths import shared_data
 
 from embodied_r.evaluation.benchmarks.urbanvideo import load_urbanvideo
 from embodied_r.evaluation.split import (

@@ -29,34 +29,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def build_rows(questions: list[Any], perceptions: dict[str, Any], prompt_version: str) -> tuple[list[Any], list[str]]:
-    """Prompt rows for the questions that have perception, and the ids of those that do not."""
-    from embodied_r.reasoning.prompts import build_reasoner_messages
-    from embodied_r.records import PromptRow
-
-    rows, missing = [], []
-    for qa in questions:
-        perception = perceptions.get(qa.id)
-        if perception is None:
-            missing.append(qa.id)
-            continue
-        messages = build_reasoner_messages(perception.frames, qa.question, qa.options, version=prompt_version)
-        meta = {
-            "source": qa.source,
-            "video": qa.video,
-            "prompt_version": prompt_version,
-            "perception": {"backend": perception.backend, "model": perception.model,
-                           "prompt_version": perception.prompt_version,
-                           "leaked": bool(perception.meta.get("leaked"))},
-        }
-        rows.append(PromptRow(id=qa.id, task=qa.task, prompt=messages, answer=qa.answer,
-                              answer_type=qa.answer_type, options=qa.options, meta=meta))
-    return rows, missing
-
-
 def run(args: argparse.Namespace) -> int:
     from embodied_r.cli.common import console
     from embodied_r.io import DataFileError, iter_jsonl, write_jsonl
+    from embodied_r.perception.prompt_rows import build_rows
     from embodied_r.perception.runner import load_questions
     from embodied_r.records import Perception
 

@@ -142,7 +142,7 @@ def prompt_rows_from_perception(records: Sequence[QARecord], perceptions: dict[s
     ``embodied_r.reasoning.prompts.build_reasoner_messages``), so evaluation sees exactly the prompt
     text training data has.
     """
-    from embodied_r.cli.build_prompts import build_rows
+    from embodied_r.perception.prompt_rows import build_rows
 
     usable = {qid: p for qid, p in perceptions.items() if p.frames}
     rows, missing = build_rows(list(records), usable, prompt_version)

@@ -137,7 +137,9 @@ def _sightings(frame: dict[str, Any], boxes: dict[str, Box], min_pixels: float, 
         flat = np.array([pos[0], pos[1], box.centroid[2]])
         distance = float(box.point_distance(flat[None])[0]) * math.exp(rng.normal(0, noise.distance_sigma))
         color = color_for(name)[0]
-        out.append(Sighting(label, name, f"a {color} {name} {egocentric_phrase(signed)}, about {distance:.1f} m away"))
+        article = "an" if color[:1].lower() in "aeiou" else "a"
+        out.append(Sighting(label, name,
+                            f"{article} {color} {name} {egocentric_phrase(signed)}, about {distance:.1f} m away"))
     return out
 
 

@@ -1,0 +1,36 @@
+"""Questions + perception records -> the reasoner prompt rows that training and evaluation read.
+
+Each row's ``prompt`` is the chat built by ``embodied_r.reasoning.prompts.build_reasoner_messages`` (the
+official Embodied-R text by default), so GRPO training and evaluation see exactly the same prompt for a
+question. Questions without a perception record are returned by id, never given an empty description.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from embodied_r.reasoning.prompts import build_reasoner_messages
+from embodied_r.records import Perception, PromptRow, QARecord
+
+
+def build_rows(questions: Sequence[QARecord], perceptions: Mapping[str, Perception],
+               prompt_version: str) -> tuple[list[PromptRow], list[str]]:
+    """Prompt rows for the questions that have perception, and the ids of those that do not."""
+    rows, missing = [], []
+    for qa in questions:
+        perception = perceptions.get(qa.id)
+        if perception is None:
+            missing.append(qa.id)
+            continue
+        messages = build_reasoner_messages(perception.frames, qa.question, qa.options, version=prompt_version)
+        meta = {
+            "source": qa.source,
+            "video": qa.video,
+            "prompt_version": prompt_version,
+            "perception": {"backend": perception.backend, "model": perception.model,
+                           "prompt_version": perception.prompt_version,
+                           "leaked": bool(perception.meta.get("leaked"))},
+        }
+        rows.append(PromptRow(id=qa.id, task=qa.task, prompt=messages, answer=qa.answer,
+                              answer_type=qa.answer_type, options=qa.options, meta=meta))
+    return rows, missing

@@ -1,0 +1,86 @@
+"""Evaluation with a prefilled assistant turn (``--completion-prefix``), matching training's prompts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from embodied_r.cli.main import main
+from embodied_r.evaluation.generation import generate_batch, render_chat
+from embodied_r.evaluation.runner import evaluate_rows, run_eval
+from embodied_r.io import DataFileError, read_jsonl
+from embodied_r.records import PromptRow
+
+PREFIX = "<think>"
+
+
+def _rows(n: int) -> list[PromptRow]:
+    return [
+        PromptRow(id=f"q{i}", task="dir", prompt=[{"role": "user", "content": f"Question {i}: where is the door?"}],
+                  answer="A", answer_type="choice", options=["A. left", "B. right"])
+        for i in range(n)
+    ]
+
+
+def _write_rows(path: Path, rows: list[PromptRow]) -> Path:
+    path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
+    return path
+
+
+def test_prefix_continues_the_rendered_prompt(tiny_lm_dir: Path) -> None:
+    from embodied_r.reasoning.models import load_reasoner
+
+    model, tokenizer = load_reasoner(str(tiny_lm_dir), dtype="float32")
+    rows = _rows(3)
+    assert render_chat(tokenizer, rows[0].prompt, PREFIX) == render_chat(tokenizer, rows[0].prompt) + PREFIX
+    predictions = evaluate_rows(model, tokenizer, rows, batch_size=2, max_new_tokens=6, completion_prefix=PREFIX)
+    # Greedy: the stored completion is the prefix plus what the model writes after the prefilled prompt.
+    direct = generate_batch(model, tokenizer, [render_chat(tokenizer, r.prompt) + PREFIX for r in rows], 6,
+                            share_prefix=False)
+    by_id = {p.id: p.completion for p in predictions}
+    assert [by_id[r.id] for r in rows] == [PREFIX + text for text in direct]
+    plain = evaluate_rows(model, tokenizer, rows, batch_size=2, max_new_tokens=6)
+    assert not any(p.completion.startswith(PREFIX) for p in plain)  # no prefix unless asked
+
+
+def test_smollm2_prefix_tokens_join_the_template_cleanly() -> None:
+    # Training appends the prefix's own tokens to TRL's rendered prompt; evaluation tokenizes the joined
+    # text. They are the same sequence only if the tokenizer does not merge across the boundary.
+    from transformers import AutoTokenizer
+
+    from embodied_r.reasoning.models import converted_model_dir
+
+    path = converted_model_dir("smollm2-135m-instruct")
+    if not (path / "tokenizer_config.json").is_file():
+        pytest.skip("smollm2-135m-instruct is not converted on this machine (any command using it converts it)")
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    messages = _rows(1)[0].prompt
+    template_ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                 return_dict=True)["input_ids"]
+    joined = tokenizer(render_chat(tokenizer, messages, PREFIX), add_special_tokens=False)["input_ids"]
+    assert joined == list(template_ids) + tokenizer(PREFIX, add_special_tokens=False)["input_ids"]
+
+
+def test_run_eval_records_the_prefix_and_keeps_runs_apart(tmp_path: Path, tiny_lm_dir: Path) -> None:
+    data = _write_rows(tmp_path / "rows.jsonl", _rows(2))
+    out = tmp_path / "out"
+    metrics = run_eval(data, str(tiny_lm_dir), out, max_new_tokens=3, dtype="float32", baselines=["direct"],
+                       direct_max_new_tokens=2, completion_prefix=PREFIX, report=False)
+    assert metrics["generation"]["completion_prefix"] == PREFIX
+    assert all(p["completion"].startswith(PREFIX) for p in read_jsonl(out / "predictions.jsonl"))
+    # The direct-answer baseline asks for a bare answer: it never gets the reasoning prefix.
+    assert not any(p["completion"].startswith(PREFIX) for p in read_jsonl(out / "baselines" / "direct.jsonl"))
+    with pytest.raises(DataFileError, match="use another --out folder"):
+        run_eval(data, str(tiny_lm_dir), out, max_new_tokens=3, dtype="float32", report=False)
+
+
+def test_cli_eval_completion_prefix(tmp_path: Path, tiny_lm_dir: Path) -> None:
+    data = _write_rows(tmp_path / "rows.jsonl", _rows(2))
+    out = tmp_path / "cli"
+    code = main(["eval", "--data", str(data), "--model", str(tiny_lm_dir), "--out", str(out), "--dtype", "float32",
+                 "--max-new-tokens", "3", "--baselines", "none", "--no-report", "--completion-prefix", PREFIX])
+    assert code == 0
+    assert json.loads((out / "metrics.json").read_text())["generation"]["completion_prefix"] == PREFIX
+    assert all(p["completion"].startswith(PREFIX) for p in read_jsonl(out / "predictions.jsonl"))
