@@ -53,3 +53,61 @@ def build_tiny_causal_lm(path: str | Path, seed: int = 0) -> Path:
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+# A chat template that expands image entries into Qwen2.5-VL's vision tokens, as the real one does.
+QWEN_VL_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for c in m['content'] %}"
+    "{% if c['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% else %}{{ c['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def build_tiny_qwen25_vl_processor():
+    """A Qwen2.5-VL processor from the tiny tokenizer and the PIL image processor (56-112 px images).
+
+    transformers 5.24 without torchvision cannot run the processor's argument class check (it looks the
+    names up in a video-processor registry that is only a placeholder then), so only that check is
+    skipped while constructing; tokenizer, image processor and the processor's own __call__ are real.
+    Without a video processor it cannot be saved, so tests pass it to the trainer directly.
+    """
+    from unittest import mock
+
+    from transformers import Qwen2_5_VLProcessor
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+    from transformers.processing_utils import ProcessorMixin
+
+    tokenizer = build_tiny_tokenizer()
+    tokenizer.add_special_tokens({"additional_special_tokens": [
+        "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]})
+    tokenizer.chat_template = QWEN_VL_TEMPLATE
+    image_processor = Qwen2VLImageProcessorPil(min_pixels=56 * 56, max_pixels=112 * 112)
+    with mock.patch.object(ProcessorMixin, "check_argument_for_proper_class", lambda self, name, arg: None):
+        return Qwen2_5_VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
+                                   chat_template=QWEN_VL_TEMPLATE)
+
+
+def build_tiny_qwen25_vl(tokenizer, seed: int = 0):
+    """A 2-layer Qwen2.5-VL (text hidden 64, one vision block of width 32) for ``tokenizer``."""
+    import torch
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    config = Qwen2_5_VLConfig(
+        text_config={"vocab_size": len(tokenizer), "hidden_size": 64, "intermediate_size": 128,
+                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                     "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
+                     "max_position_embeddings": 4096, "eos_token_id": tokenizer.eos_token_id,
+                     "pad_token_id": tokenizer.pad_token_id},
+        vision_config={"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
+                       "out_hidden_size": 64, "patch_size": 14, "spatial_merge_size": 2,
+                       "temporal_patch_size": 2, "fullatt_block_indexes": [0], "window_size": 56},
+        image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"),
+        video_token_id=tokenizer.convert_tokens_to_ids("<|video_pad|>"),
+        vision_start_token_id=tokenizer.convert_tokens_to_ids("<|vision_start|>"),
+        vision_end_token_id=tokenizer.convert_tokens_to_ids("<|vision_end|>"),
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    return Qwen2_5_VLForConditionalGeneration(config)

@@ -22,6 +22,12 @@ from embodied_r.io import atomic_write_json, atomic_write_text, read_json
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
+# The 135M default never writes the official <think>/<answer> structure unprompted, so the all-or-nothing
+# format reward gives GRPO no signal; the demo uses the warm start of recipes/embodied_r/
+# cpu_smollm2_warmstart.yaml (prefilled "<think>", shaped format_soft reward) and evaluates before and
+# after training with the same prefix so the two evaluations and the training prompts match (measured in
+# docs/performance.md: on its own it still leaves most groups without reward variance).
+COMPLETION_PREFIX = "<think>"
 
 
 @dataclass
@@ -37,17 +43,17 @@ class DemoSize:
 
     @classmethod
     def for_minutes(cls, minutes: float) -> DemoSize:
-        # Measured on the 2-core CPU this project is developed on: a GRPO step of 2 prompts x 4
-        # completions of <= 128 tokens takes ~12-20 s with SmolLM2-135M in fp32, and evaluating 40
-        # questions at 160 new tokens ~2 min. Training gets what is left after the fixed stages.
+        # Measured on the 2-core CPU this project is developed on (no AVX-512, so fp32): with prompts of
+        # ~500-800 tokens, one GRPO step of 2 prompts x 4 completions (<= 96 tokens) costs ~60 s, mostly
+        # the prompt forward/backward passes; one evaluation stage of 16 questions (reasoner, no-thinking
+        # baseline and consistency judge) ~2 min; the data stages under 1 min. Training gets the rest.
         if minutes < 3:
             raise ValueError("the demo needs at least 3 minutes")
-        fixed_minutes = 6.0 if minutes >= 10 else 3.0
-        steps = int(max(3.0, (minutes - fixed_minutes) * 60 / 18))
         small = minutes < 10
-        return cls(scenes=6 if small else 16, seconds=10 if small else 14, per_task=1,
-                   train_steps=min(steps, 60), eval_limit=16 if small else 40,
-                   max_new_tokens=128 if small else 160)
+        fixed_minutes = 3.0 if small else 6.0
+        steps = int(max(2.0, (minutes - fixed_minutes) * 60 / 60))
+        return cls(scenes=6 if small else 12, seconds=10 if small else 12, per_task=1,
+                   train_steps=min(steps, 60), eval_limit=8 if small else 16, max_new_tokens=96)
 
 
 @dataclass
@@ -63,11 +69,13 @@ class Stage:
 
 
 def _quote(arg: str) -> str:
-    return f"'{arg}'" if any(c in arg for c in " *?") else arg
+    return f"'{arg}'" if any(c in arg for c in " *?<>|&;") else arg  # "<think>" is a shell redirection
 
 
 def training_recipe(out: Path, size: DemoSize, model: str) -> dict[str, Any]:
-    """A CPU recipe whose three reward stages (7:3:0 -> 3:7:0 -> 1:7:2, Embodied-R) fit the step budget."""
+    """A CPU recipe whose three reward stages (7:3:0 -> 3:7:0 -> 1:7:2, Embodied-R) fit the step budget,
+    warm-started as ``cpu_smollm2_warmstart.yaml`` (``format_soft`` in the format slot; the official
+    ``format`` reward is logged at weight 0)."""
     third = max(1, size.train_steps // 3)
     return {
         "description": "embodied-r demo: GRPO on synthetic egocentric questions with oracle perception",
@@ -75,19 +83,21 @@ def training_recipe(out: Path, size: DemoSize, model: str) -> dict[str, Any]:
         "dtype": "auto",
         "train_data": str(out / "prompts" / "train.jsonl"),
         "eval_data": None,
-        "rewards": ["format", "accuracy", "consistency"],
+        "completion_prefix": COMPLETION_PREFIX,
+        "rewards": ["format_soft", "format", "accuracy", "consistency"],
         "reference_model": "policy",
         "reward_schedule": {"unit": "step", "stages": [
-            {"start": 1, "weights": {"format": 0.7, "accuracy": 0.3, "consistency": 0.0}},
-            {"start": 1 + third, "weights": {"format": 0.3, "accuracy": 0.7, "consistency": 0.0}},
-            {"start": 1 + 2 * third, "weights": {"format": 0.1, "accuracy": 0.7, "consistency": 0.2}},
+            {"start": 1, "weights": {"format_soft": 0.7, "format": 0.0, "accuracy": 0.3, "consistency": 0.0}},
+            {"start": 1 + third, "weights": {"format_soft": 0.3, "format": 0.0, "accuracy": 0.7, "consistency": 0.0}},
+            {"start": 1 + 2 * third,
+             "weights": {"format_soft": 0.1, "format": 0.0, "accuracy": 0.7, "consistency": 0.2}},
         ]},
         "sample_completions": 4,
         "output_dir": str(out / "train"),
         "max_steps": size.train_steps,
         "num_generations": 4,
         "per_device_train_batch_size": 8,
-        "max_completion_length": 128,
+        "max_completion_length": 96,
         "learning_rate": 1.0e-5,
         "lr_scheduler_type": "constant",
         "beta": 0.0,
@@ -107,14 +117,16 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
     out = Path(out)
     world, kf, prompts = out / "world", out / "keyframes", out / "prompts"
     eval_args = ["--model", model, "--limit", str(size.eval_limit), "--batch-size", "8",
-                 "--max-new-tokens", str(size.max_new_tokens)]
+                 "--max-new-tokens", str(size.max_new_tokens), "--completion-prefix", COMPLETION_PREFIX]
     return [
         Stage("world", "render synthetic rooms to egocentric videos with VSI-style questions",
               ["synth", "world", "--out", str(world), "--scenes", str(size.scenes), "--seed", "0",
                "--resolution", "320x240", "--fps", "10", "--seconds", str(size.seconds),
                "--per-task", str(size.per_task), "--workers", str(workers)], [str(world)]),
         Stage("keyframes", "select key frames (ORB + RANSAC overlap, as Embodied-R)",
-              ["keyframes", str(world / "videos" / "*.mp4"), "--out", str(kf), "--workers", str(workers)],
+              # At most 8 key frames keeps prompts near 500-800 tokens, which the CPU budget needs.
+              ["keyframes", str(world / "videos" / "*.mp4"), "--out", str(kf), "--workers", str(workers),
+               "--max-frames", "8"],
               [str(kf)]),
         Stage("perception", "describe every key frame from ground truth (oracle VLM)",
               ["perceive", "--qa", str(world / "questions.jsonl"), "--keyframes", str(kf), "--backend", "oracle",

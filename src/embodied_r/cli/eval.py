@@ -30,6 +30,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                         help="generation engine; auto = vLLM when installed with a GPU (default: %(default)s)")
     parser.add_argument("--prompt-version", default="official-v1", choices=["official-v1", "structured-v1"],
                         help="reasoner prompt template for loader specs (default: %(default)s)")
+    parser.add_argument("--completion-prefix", default="", metavar="TEXT",
+                        help="prefill the reasoner's assistant turn with TEXT (e.g. '<think>'); use the "
+                        "completion_prefix of the training recipe so a trained model is evaluated as it "
+                        "was trained (default: none, the paper's prompt)")
     perception = parser.add_argument_group("perception (for loader specs: the reasoner reads frame descriptions)")
     perception.add_argument("--perception", default=None, metavar="FILE", help="Perception .jsonl from `perceive`")
     perception.add_argument("--perception-backend", default=None, choices=["oracle", "openai", "transformers"],
@@ -99,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
                            max_new_tokens=args.max_new_tokens, dtype=args.dtype, progress=progress,
                            perception=perception, engine=args.engine, prompt_version=args.prompt_version,
                            baselines=baselines, judge=args.judge, judge_model=args.judge_model,
-                           report=not args.no_report)
+                           report=not args.no_report, completion_prefix=args.completion_prefix)
     print_metrics(metrics)
     return 0
 

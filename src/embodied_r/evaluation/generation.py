@@ -18,13 +18,17 @@ from typing import Any
 Messages = list[dict[str, str]]
 
 
-def render_chat(tokenizer: Any, messages: Messages) -> str:
-    """The model's chat template applied to ``messages``, ending with the assistant turn opener."""
+def render_chat(tokenizer: Any, messages: Messages, completion_prefix: str = "") -> str:
+    """The model's chat template applied to ``messages``, ending with the assistant turn opener and then
+    ``completion_prefix`` (a prefilled start of the answer, e.g. ``"<think>"``, that the model continues;
+    training appends the same text to the same rendered prompt, see ``training.grpo``)."""
     if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    # Tokenizers without a template (tiny test models): a plain, explicit transcript.
-    lines = [f"{m['role']}: {m['content']}" for m in messages]
-    return "\n".join(lines) + "\nassistant:"
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    else:
+        # Tokenizers without a template (tiny test models): a plain, explicit transcript.
+        lines = [f"{m['role']}: {m['content']}" for m in messages]
+        text = "\n".join(lines) + "\nassistant:"
+    return text + completion_prefix
 
 
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -115,14 +119,19 @@ def _prefix_layout(token_lists: Sequence[Sequence[int]], prefix: int, pad_id: in
 
 def generate_chats(model: Any, tokenizer: Any, conversations: Sequence[Messages], max_new_tokens: int = 256,
                    batch_size: int = 8, on_batch: Callable[[list[int], list[str]], None] | None = None,
-                   **sampling: Any) -> list[str]:
+                   completion_prefix: str = "", **sampling: Any) -> list[str]:
     """Completions for many chats, batched by length; ``on_batch(indices, completions)`` is called as
-    each batch finishes so callers can persist results incrementally."""
-    texts = [render_chat(tokenizer, c) for c in conversations]
+    each batch finishes so callers can persist results incrementally.
+
+    With ``completion_prefix`` the assistant turn starts with that text and each returned completion is
+    the whole turn (prefix + generated text), so parsers and judges see what a reward saw in training.
+    """
+    texts = [render_chat(tokenizer, c, completion_prefix) for c in conversations]
     lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
     results: list[str] = [""] * len(texts)
     for batch in length_sorted_batches(lengths, max(1, batch_size)):
-        completions = generate_batch(model, tokenizer, [texts[i] for i in batch], max_new_tokens, **sampling)
+        generated = generate_batch(model, tokenizer, [texts[i] for i in batch], max_new_tokens, **sampling)
+        completions = [completion_prefix + text for text in generated]
         for index, completion in zip(batch, completions):
             results[index] = completion
         if on_batch is not None:
@@ -144,9 +153,11 @@ class TransformersEngine:
         self.model, self.tokenizer = model, tokenizer
 
     def generate_chats(self, conversations: Sequence[Messages], max_new_tokens: int, batch_size: int,
-                       on_batch: Callable[[list[int], list[str]], None] | None = None, **sampling: Any) -> list[str]:
+                       on_batch: Callable[[list[int], list[str]], None] | None = None, completion_prefix: str = "",
+                       **sampling: Any) -> list[str]:
         return generate_chats(self.model, self.tokenizer, conversations, max_new_tokens=max_new_tokens,
-                              batch_size=batch_size, on_batch=on_batch, **sampling)
+                              batch_size=batch_size, on_batch=on_batch, completion_prefix=completion_prefix,
+                              **sampling)
 
 
 class VLLMEngine:
@@ -173,17 +184,18 @@ class VLLMEngine:
 
     def generate_chats(self, conversations: Sequence[Messages], max_new_tokens: int, batch_size: int = 0,
                        on_batch: Callable[[list[int], list[str]], None] | None = None,
-                       do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0) -> list[str]:
+                       do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
+                       completion_prefix: str = "") -> list[str]:
         from vllm import SamplingParams
 
         params = SamplingParams(max_tokens=max_new_tokens, temperature=temperature if do_sample else 0.0,
                                 top_p=top_p if do_sample else 1.0)
-        texts = [render_chat(self.tokenizer, c) for c in conversations]
+        texts = [render_chat(self.tokenizer, c, completion_prefix) for c in conversations]
         results: list[str] = [""] * len(texts)
         for start in range(0, len(texts), self.chunk_size):
             indices = list(range(start, min(start + self.chunk_size, len(texts))))
             outputs = self.llm.generate([texts[i] for i in indices], params, use_tqdm=False)
-            completions = [o.outputs[0].text if o.outputs else "" for o in outputs]
+            completions = [completion_prefix + (o.outputs[0].text if o.outputs else "") for o in outputs]
             for index, completion in zip(indices, completions):
                 results[index] = completion
             if on_batch is not None:

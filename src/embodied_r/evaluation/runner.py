@@ -79,15 +79,18 @@ def score_completion(row: PromptRow, completion: str) -> Prediction:
 def evaluate_rows(model: Any, tokenizer: Any, rows: Sequence[PromptRow], batch_size: int = 8,
                   max_new_tokens: int = 256,
                   on_predictions: Callable[[list[Prediction]], None] | None = None,
-                  **sampling: Any) -> list[Prediction]:
-    """Generate (greedy unless sampling args say otherwise) and score every row."""
+                  completion_prefix: str = "", **sampling: Any) -> list[Prediction]:
+    """Generate (greedy unless sampling args say otherwise) and score every row; ``completion_prefix``
+    prefills the assistant turn (as the training recipe key of the same name) and is part of each
+    prediction's completion."""
     return evaluate_with_engine(TransformersEngine(model, tokenizer), rows, batch_size=batch_size,
-                                max_new_tokens=max_new_tokens, on_predictions=on_predictions, **sampling)
+                                max_new_tokens=max_new_tokens, on_predictions=on_predictions,
+                                completion_prefix=completion_prefix, **sampling)
 
 
 def evaluate_with_engine(engine: Any, rows: Sequence[PromptRow], batch_size: int = 8, max_new_tokens: int = 256,
                          on_predictions: Callable[[list[Prediction]], None] | None = None,
-                         **sampling: Any) -> list[Prediction]:
+                         completion_prefix: str = "", **sampling: Any) -> list[Prediction]:
     """``evaluate_rows`` over any engine with ``generate_chats`` (transformers or vLLM)."""
     predictions: list[Prediction | None] = [None] * len(rows)
 
@@ -98,6 +101,8 @@ def evaluate_with_engine(engine: Any, rows: Sequence[PromptRow], batch_size: int
         if on_predictions is not None:
             on_predictions(batch)
 
+    if completion_prefix:
+        sampling["completion_prefix"] = completion_prefix  # only when set: engines predating it still work
     engine.generate_chats([r.prompt for r in rows], max_new_tokens=max_new_tokens, batch_size=batch_size,
                           on_batch=handle, **sampling)
     return [p for p in predictions if p is not None]
@@ -105,7 +110,8 @@ def evaluate_with_engine(engine: Any, rows: Sequence[PromptRow], batch_size: int
 
 def generate_resumable(engine_factory: Callable[[], Any], rows: Sequence[PromptRow], path: Path,
                        batch_size: int, max_new_tokens: int,
-                       progress: Callable[[int, int], None] | None = None) -> tuple[list[dict[str, Any]], int]:
+                       progress: Callable[[int, int], None] | None = None,
+                       completion_prefix: str = "") -> tuple[list[dict[str, Any]], int]:
     """Predictions for ``rows`` in ``path`` (jsonl), generating only the ids not there yet.
 
     The engine is built only when something is left to generate. Returns (predictions for ``rows``,
@@ -129,10 +135,11 @@ def generate_resumable(engine_factory: Callable[[], Any], rows: Sequence[PromptR
         if isinstance(engine, TransformersEngine):
             # Looked up through the module so tests (and callers) can wrap evaluate_rows.
             evaluate_rows(engine.model, engine.tokenizer, todo, batch_size=batch_size,
-                          max_new_tokens=max_new_tokens, on_predictions=persist)
+                          max_new_tokens=max_new_tokens, on_predictions=persist,
+                          completion_prefix=completion_prefix)
         else:
             evaluate_with_engine(engine, todo, batch_size=batch_size, max_new_tokens=max_new_tokens,
-                                 on_predictions=persist)
+                                 on_predictions=persist, completion_prefix=completion_prefix)
     wanted = {r.id for r in rows}
     return [p for p in appender.existing() if p["id"] in wanted], generated
 
@@ -142,11 +149,12 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
              progress: Callable[[int, int], None] | None = None, *, perception: Any = None,
              engine: str = "auto", prompt_version: str = "official-v1", baselines: Sequence[str] = ("random", "prior"),
              direct_max_new_tokens: int = 16, judge: str | None = None, judge_model: str | None = None,
-             report: bool = True) -> dict[str, Any]:
+             report: bool = True, completion_prefix: str = "") -> dict[str, Any]:
     """Evaluate ``model_name`` on ``data``; write predictions.jsonl, metrics.json (and report.html) into ``out_dir``.
 
     ``baselines`` may name ``random``, ``prior``, ``direct`` and ``vlm_only``; ``judge`` (``policy``, a
-    model, or an endpoint URL) turns on the logical-consistency rate.
+    model, or an endpoint URL) turns on the logical-consistency rate. ``completion_prefix`` prefills the
+    reasoner's assistant turn (use the training recipe's value); the baselines never get it.
     """
     from embodied_r.evaluation.analysis import assemble_metrics, run_baselines, run_consistency
 
@@ -154,12 +162,17 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows, load_report = load_eval_rows(data, prompt_version=prompt_version, perception=perception, out_dir=out)
+    from embodied_r.training.data import has_image
+
+    if any(has_image(row) for row in rows):  # the text engines would drop the image without a word
+        raise DataFileError(f"{data}: these prompt rows carry images (Robot-R1 prompts_vl.jsonl); eval generates "
+                            "from text only, so evaluate the text rows (prompts.jsonl) of the same questions")
     if limit is not None:
         rows = rows[:limit]
     if not rows:
         raise DataFileError(f"{data}: no usable questions ({len(load_report.skipped)} skipped: "
                             f"{load_report.reason_counts()})")
-    _check_same_run(out, data, model_name)
+    _check_same_run(out, data, model_name, completion_prefix)
     cache: dict[str, Any] = {}
 
     def engine_factory() -> Any:
@@ -170,7 +183,7 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
         return cache["engine"]
 
     predictions, generated = generate_resumable(engine_factory, rows, out / "predictions.jsonl", batch_size,
-                                                max_new_tokens, progress)
+                                                max_new_tokens, progress, completion_prefix=completion_prefix)
     baseline_tables = run_baselines(baselines, rows, out, engine_factory, batch_size, direct_max_new_tokens,
                                     perception)
     consistency = run_consistency(judge, judge_model, model_name, dtype, rows, predictions, out)
@@ -181,7 +194,8 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
         "generated_this_run": generated, "resumed": len(rows) - generated,
         "skipped": load_report.skipped, "n_skipped": len(load_report.skipped),
         "generation": {"do_sample": False, "max_new_tokens": max_new_tokens, "batch_size": batch_size,
-                       "engine": engine_name or engine, "prompt_version": prompt_version},
+                       "engine": engine_name or engine, "prompt_version": prompt_version,
+                       "completion_prefix": completion_prefix},
         "perception": perception.describe() if perception is not None and perception.given else None,
         "wall_time_s": round(time.perf_counter() - started, 2),
     })
@@ -191,12 +205,15 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
 
         build_report([out], out)
     return metrics
-def _check_same_run(out: Path, data: str | Path, model_name: str) -> None:
-    """Refuse to mix predictions of a different model or data set into an existing output folder."""
+def _check_same_run(out: Path, data: str | Path, model_name: str, completion_prefix: str = "") -> None:
+    """Refuse to mix predictions of a different model, data set or completion prefix into an existing
+    output folder."""
     stamp = out / "run.json"
     spec = parse_spec(str(data))
     resolved = str(Path(spec.path).resolve())
     current = {"data": f"{spec.loader}:{resolved}" if spec.loader else resolved, "model": model_name}
+    if completion_prefix:  # only when set, so folders stamped before the option existed still resume
+        current["completion_prefix"] = completion_prefix
     if stamp.exists():
         previous = read_json(stamp)
         if previous != current:

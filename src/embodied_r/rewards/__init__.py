@@ -9,7 +9,7 @@ Other recipes add their own rewards with ``register_reward``::
     register_reward("my_judge", MyJudgeReward, factory=True)   # built with the recipe's options
 
 >>> sorted(REWARDS)
-['accuracy', 'consistency', 'format', 'format_strict']
+['accuracy', 'consistency', 'format', 'format_soft', 'format_strict', 'open_l1']
 >>> get_reward("format")(["<think>x</think><answer>A</answer>"])
 [1.0]
 """
@@ -20,7 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from embodied_r.rewards.accuracy import accuracy_reward
-from embodied_r.rewards.format import format_reward, strict_format_reward
+from embodied_r.rewards.format import format_reward, soft_format_reward, strict_format_reward
+from embodied_r.rewards.robot import open_l1
 
 RewardFunc = Callable[..., list]
 
@@ -47,8 +48,10 @@ def _consistency_factory(
 REWARDS: dict[str, Callable[..., Any]] = {
     "format": format_reward,
     "format_strict": strict_format_reward,
+    "format_soft": soft_format_reward,  # shaped partial credit (ours, opt-in; not the paper's reward)
     "accuracy": accuracy_reward,
     "consistency": _consistency_factory,
+    "open_l1": open_l1,  # Robot-R1 open-ended waypoints (rewards/robot.py)
 }
 _FACTORIES: set[str] = {"consistency"}
 

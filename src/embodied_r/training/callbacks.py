@@ -164,9 +164,11 @@ class EvalCallback(TrainerCallback):
         every_steps: int = 0,
         batch_size: int = 8,
         max_new_tokens: int = 256,
+        completion_prefix: str = "",
     ) -> None:
         self.rows, self.out_dir = rows, Path(out_dir)
         self.every_steps, self.batch_size, self.max_new_tokens = every_steps, batch_size, max_new_tokens
+        self.completion_prefix = completion_prefix  # the training prompts' prefill, so scores compare
         self.trainer: Any = None
         self.results: list[dict[str, Any]] = []
 
@@ -184,7 +186,12 @@ class EvalCallback(TrainerCallback):
         started = time.perf_counter()
         try:
             predictions = evaluate_rows(
-                model, tokenizer, self.rows, batch_size=self.batch_size, max_new_tokens=self.max_new_tokens
+                model,
+                tokenizer,
+                self.rows,
+                batch_size=self.batch_size,
+                max_new_tokens=self.max_new_tokens,
+                completion_prefix=self.completion_prefix,
             )
         finally:
             tokenizer.padding_side = padding_side

@@ -77,14 +77,55 @@ def load_prompt_rows(source: str | Path, limit: int | None = None) -> list[Promp
     return rows
 
 
-def rows_to_dataset(rows: list[PromptRow]) -> Any:
+def has_image(row: PromptRow) -> bool:
+    """Whether a row's prompt holds an image part (``{"type": "image", "image": PATH}``), as the rows of
+    Robot-R1's ``prompts_vl.jsonl`` do."""
+    return any(
+        isinstance(part, dict) and part.get("type") == "image"
+        for message in row.prompt
+        if isinstance(message, dict) and isinstance(message.get("content"), list)
+        for part in message["content"]
+    )
+
+
+def image_rows_to_dataset(rows: list[PromptRow], image_dir: str | Path) -> Any:
+    """A ``datasets.Dataset`` for a vision-language policy: string-content ``prompt`` messages, the PIL
+    image in ``image`` (TRL's GRPOTrainer puts it into the first user turn), and the reward columns.
+    Image paths in the rows are relative to ``image_dir`` (the folder of the ``.jsonl`` file)."""
+    from datasets import Dataset
+
+    from embodied_r.sim.robot.scene_text import trl_vl_example
+
+    examples = []
+    for row in rows:
+        try:
+            example = trl_vl_example(row.to_dict(), image_dir)
+        except (FileNotFoundError, OSError, ValueError) as exc:
+            raise DataFileError(f"image rows in {image_dir}: {exc}") from exc
+        example["answer"] = str(example["answer"])  # one Arrow type per column, as for text rows
+        examples.append(example)
+    return Dataset.from_list(examples)
+
+
+def rows_to_dataset(rows: list[PromptRow], image_dir: str | Path | None = None) -> Any:
     """A ``datasets.Dataset`` with ``prompt`` (chat messages) and the reward columns.
 
     Answers are stored as strings: Arrow needs one type per column, and a data set can mix letter and
-    numeric answers (``score_answer`` converts numbers back with ``float``).
+    numeric answers (``score_answer`` converts numbers back with ``float``). Rows with images (all or
+    none of them) go through :func:`image_rows_to_dataset` and need ``image_dir``.
     """
     from datasets import Dataset
 
+    with_images = sum(has_image(row) for row in rows)
+    if with_images:
+        if with_images != len(rows):
+            raise DataFileError(
+                f"{with_images} of {len(rows)} prompt rows have images and the rest do not; train on one "
+                "kind (prompts_vl.jsonl or prompts.jsonl), not a mix"
+            )
+        if image_dir is None:
+            raise DataFileError("prompt rows with images need the folder their image paths are relative to")
+        return image_rows_to_dataset(rows, image_dir)
     return Dataset.from_list(
         [
             {

@@ -22,6 +22,7 @@ from trl import GRPOConfig, GRPOTrainer
 from embodied_r.io import atomic_write_json, atomic_write_text
 from embodied_r.rewards import get_reward, is_factory
 from embodied_r.rewards.schedule import RewardSchedule, make_schedule_callback
+from embodied_r.rewards.text import with_completion_prefix
 from embodied_r.training.callbacks import (
     EvalCallback,
     MetricsJsonl,
@@ -30,6 +31,7 @@ from embodied_r.training.callbacks import (
     zero_variance_shares,
 )
 from embodied_r.training.data import load_prompt_rows, rows_to_dataset
+from embodied_r.training.vision import data_dir, processor_for_rows
 from embodied_r.training.recipe import (
     Recipe,
     RecipeError,
@@ -43,14 +45,31 @@ logger = logging.getLogger(__name__)
 
 
 class EmbodiedGRPOTrainer(GRPOTrainer):
-    """``GRPOTrainer`` that also records sample completions and per-function zero-variance shares."""
+    """``GRPOTrainer`` that also records sample completions and per-function zero-variance shares, and
+    can prefill the assistant turn (``completion_prefix``)."""
 
     samples_path: Path | None = None
     samples_per_batch: int = 0
+    completion_prefix: str = ""
+
+    def _tokenize_prompts(self, prompts: list) -> Any:
+        # TRL 1.16 renders conversational prompts with add_generation_prompt=True and has no option to
+        # continue a final assistant message, so the prefix's tokens are appended to the rendered
+        # prompt here. They stay on the prompt side: never sampled, never in the policy loss. Both the
+        # transformers and the vLLM generation paths start from these ids.
+        prompt_ids, images, multimodal_fields = super()._tokenize_prompts(prompts)
+        if self.completion_prefix:
+            if multimodal_fields:
+                raise RecipeError("completion_prefix supports text-only prompts (this batch has image inputs)")
+            extra = self._tokenizer(self.completion_prefix, add_special_tokens=False)["input_ids"]
+            prompt_ids = [list(ids) + list(extra) for ids in prompt_ids]
+        return prompt_ids, images, multimodal_fields
 
     def _calculate_rewards(
         self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any
     ) -> Any:
+        # Rewards judge the whole assistant turn, prefix included (format rules are anchored at "<think>").
+        completions = with_completion_prefix(completions, self.completion_prefix)
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         mode = "train" if self.model.training else "eval"
         generations = self.num_generations if mode == "train" else self.num_generations_eval
@@ -171,9 +190,10 @@ def existing_checkpoints(output_dir: Path) -> list[Path]:
 
 
 def build_trainer(
-    recipe: Recipe, resume: bool = False, judge: Any = None
+    recipe: Recipe, resume: bool = False, judge: Any = None, processing_class: Any = None
 ) -> tuple[EmbodiedGRPOTrainer, dict[str, Any]]:
-    """Everything up to (not including) ``trainer.train()``; all input checks happen here."""
+    """Everything up to (not including) ``trainer.train()``; all input checks happen here.
+    ``processing_class`` replaces the tokenizer/processor TRL would load from the model folder."""
     from embodied_r.reasoning.models import resolve_model_path
 
     output_dir = recipe.output_dir
@@ -188,6 +208,7 @@ def build_trainer(
     check_runtime(recipe)
     rows = load_prompt_rows(recipe.train_data, recipe.max_train_rows)
     eval_rows = load_prompt_rows(recipe.eval_data)[: recipe.eval_max_rows] if recipe.eval_data else []
+    train_dataset = rows_to_dataset(rows, image_dir=data_dir(recipe.train_data))  # image rows: Robot-R1
     schedule = RewardSchedule.from_config(recipe.reward_schedule, recipe.reward_names)
     model_path = resolve_model_path(recipe.model)
     # The reference judge is loaded before GRPOConfig exists: once TrainingArguments has set up DeepSpeed
@@ -204,19 +225,26 @@ def build_trainer(
     evaluator = None
     if eval_rows:
         evaluator = EvalCallback(
-            eval_rows, output_dir, recipe.eval_every_steps, recipe.eval_batch_size, recipe.eval_max_new_tokens
+            eval_rows,
+            output_dir,
+            recipe.eval_every_steps,
+            recipe.eval_batch_size,
+            recipe.eval_max_new_tokens,
+            completion_prefix=recipe.completion_prefix,
         )
         callbacks.append(evaluator)
     trainer = EmbodiedGRPOTrainer(
         model=model_path,
         reward_funcs=rewards,
         args=args,
-        train_dataset=rows_to_dataset(rows),
+        train_dataset=train_dataset,
+        processing_class=processor_for_rows(recipe, rows, eval_rows, model_path, processing_class),
         peft_config=build_lora(recipe.lora),
         callbacks=callbacks,
     )
     trainer.samples_path = output_dir / "samples.jsonl"
     trainer.samples_per_batch = recipe.sample_completions
+    trainer.completion_prefix = recipe.completion_prefix
     if evaluator is not None:
         evaluator.trainer = trainer
         if trainer.accelerator.num_processes > 1:

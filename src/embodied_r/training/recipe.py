@@ -40,6 +40,9 @@ class Recipe:
     eval_batch_size: int = 8
     eval_max_new_tokens: int = 256
     sample_completions: int = 4  # completions per generation batch written to samples.jsonl
+    # Text that opens the assistant turn before the model writes (e.g. "<think>"); the model continues it,
+    # rewards and held-out evaluation see prefix + completion. "" = the paper's plain generation prompt.
+    completion_prefix: str = ""
     description: str = ""
     trl: dict[str, Any] = field(default_factory=dict)
 
@@ -170,6 +173,11 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
     if recipe.lora is not None and not isinstance(recipe.lora, dict):
         raise RecipeError(f"{source}: 'lora' must be a mapping like {{r: 16, alpha: 32}} or null")
     check_rollout_settings(recipe.trl, source)
+    if not isinstance(recipe.completion_prefix, str):
+        raise RecipeError(
+            f"{source}: 'completion_prefix' must be a string (quote it in YAML: completion_prefix: \"<think>\"), "
+            f"got {recipe.completion_prefix!r}"
+        )
     for key in (
         "eval_every_steps",
         "eval_max_rows",

@@ -1,68 +1,25 @@
-"""A tiny Qwen2.5-VL built from a config consumes one prompts_vl.jsonl row through its processor."""
+"""The image path: a tiny Qwen2.5-VL built from a config consumes prompts_vl.jsonl rows, through its
+processor and through TRL's GRPOTrainer (real steps, images in the forward pass)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from embodied_r.io import read_jsonl
 from embodied_r.sim.robot.scene_text import trl_vl_example
 
 
-def _tiny_qwen_vl_processor(monkeypatch):
-    from tiny_models import build_tiny_tokenizer
-    from transformers import Qwen2_5_VLProcessor
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
-    from transformers.processing_utils import ProcessorMixin
-
-    # transformers 5.24 without torchvision cannot run the processor's argument class check (it looks
-    # the names up in a video-processor registry that is only a placeholder then); the check is all we
-    # skip -- tokenizer, image processor and the processor's own __call__ are the real ones.
-    monkeypatch.setattr(ProcessorMixin, "check_argument_for_proper_class", lambda self, name, arg: None)
-
-    tokenizer = build_tiny_tokenizer()
-    tokenizer.add_special_tokens({"additional_special_tokens": [
-        "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]})
-    # Chat template that expands image entries into the vision tokens, as Qwen2.5-VL's does.
-    tokenizer.chat_template = (
-        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
-        "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for c in m['content'] %}"
-        "{% if c['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
-        "{% else %}{{ c['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-    image_processor = Qwen2VLImageProcessorPil(min_pixels=56 * 56, max_pixels=112 * 112)
-    return Qwen2_5_VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
-                               chat_template=tokenizer.chat_template)
-
-
-def _tiny_qwen_vl(tokenizer):
+def test_tiny_qwen25_vl_consumes_a_vl_row(robot_dataset: Path) -> None:
     import torch
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
-
-    config = Qwen2_5_VLConfig(
-        text_config={"vocab_size": len(tokenizer), "hidden_size": 64, "intermediate_size": 128,
-                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-                     "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
-                     "max_position_embeddings": 4096},
-        vision_config={"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
-                       "out_hidden_size": 64, "patch_size": 14, "spatial_merge_size": 2,
-                       "temporal_patch_size": 2, "fullatt_block_indexes": [0], "window_size": 56},
-        image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"),
-        video_token_id=tokenizer.convert_tokens_to_ids("<|video_pad|>"),
-        vision_start_token_id=tokenizer.convert_tokens_to_ids("<|vision_start|>"),
-        vision_end_token_id=tokenizer.convert_tokens_to_ids("<|vision_end|>"),
-    )
-    torch.manual_seed(0)
-    return Qwen2_5_VLForConditionalGeneration(config).eval()
-
-
-def test_tiny_qwen25_vl_consumes_a_vl_row(robot_dataset: Path, monkeypatch) -> None:
-    import torch
+    from tiny_models import build_tiny_qwen25_vl, build_tiny_qwen25_vl_processor
 
     row = read_jsonl(robot_dataset / "prompts_vl.jsonl")[0]
     example = trl_vl_example(row, robot_dataset)
     assert example["image"].size == (96, 80)
     assert all(isinstance(m["content"], str) for m in example["prompt"])
-    processor = _tiny_qwen_vl_processor(monkeypatch)
+    processor = build_tiny_qwen25_vl_processor()
     # The stored row itself (image entry in the user content) renders through the chat template.
     text = processor.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True)
     assert text.count("<|image_pad|>") == 1 and "[[A]]" in text
@@ -71,8 +28,73 @@ def test_tiny_qwen25_vl_consumes_a_vl_row(robot_dataset: Path, monkeypatch) -> N
     expected_tokens = int(grid.prod()) // 4                       # spatial merge 2x2
     image_id = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
     assert int((inputs["input_ids"] == image_id).sum()) == expected_tokens
-    model = _tiny_qwen_vl(processor.tokenizer)
+    model = build_tiny_qwen25_vl(processor.tokenizer).eval()
     with torch.no_grad():
         out = model(**inputs)
     assert out.logits.shape[:2] == inputs["input_ids"].shape
     assert torch.isfinite(out.logits).all()
+
+
+def _length_reward(completions, **_):
+    # Varies between completions, so a random tiny model still gets non-zero advantages and gradients.
+    from embodied_r.rewards.text import completion_text
+
+    return [len(completion_text(c)) / 10.0 for c in completions]
+
+
+def test_grpo_trains_a_tiny_qwen25_vl_on_image_rows(robot_dataset: Path, tmp_path: Path) -> None:
+    import torch
+    from tiny_models import build_tiny_qwen25_vl, build_tiny_qwen25_vl_processor
+
+    from embodied_r.rewards import REWARDS, register_reward
+    from embodied_r.training.grpo import build_trainer
+    from embodied_r.training.recipe import recipe_from_dict
+
+    processor = build_tiny_qwen25_vl_processor()
+    build_tiny_qwen25_vl(processor.tokenizer).save_pretrained(tmp_path / "model")
+    register_reward("test_vl_length", _length_reward, replace=True)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        recipe = recipe_from_dict({
+            "model": str(tmp_path / "model"), "dtype": "float32",
+            "train_data": str(robot_dataset / "prompts_vl.jsonl"), "max_train_rows": 4,
+            "output_dir": str(tmp_path / "run"), "max_steps": 2, "num_generations": 2,
+            "per_device_train_batch_size": 4, "max_completion_length": 6, "learning_rate": 1e-2,
+            "save_strategy": "no", "rewards": ["format", "accuracy", "test_vl_length"],
+            "reward_schedule": None, "report_to": "none", "seed": 0, "sample_completions": 2})
+        # Without torchvision transformers cannot load a saved Qwen2.5-VL processor, so it is passed in.
+        trainer, context = build_trainer(recipe, processing_class=processor)
+        assert trainer._is_vlm and context["rows"] == 4
+        first = trainer.train_dataset[0]
+        assert first["image"].size == (96, 80) and first["answer"] in "ABCD"
+        before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+        trainer.train()
+    finally:
+        torch.set_num_threads(threads)
+        REWARDS.pop("test_vl_length", None)
+    assert trainer.state.global_step == 2
+    changed = {n for n, p in trainer.model.named_parameters() if not torch.equal(before[n], p)}
+    # The vision tower only gets gradients when the image went through the policy's forward pass.
+    assert any(n.startswith("model.visual.") for n in changed), sorted(changed)[:5]
+    assert any(n.startswith("model.language_model.") for n in changed)
+    logged = [h for h in trainer.state.log_history if "rewards/accuracy/mean" in h]
+    assert len(logged) == 2
+    samples = read_jsonl(tmp_path / "run" / "samples.jsonl")
+    assert samples and all(s["id"].endswith(("waypoint", "current_state", "movement")) for s in samples)
+
+
+def test_image_rows_need_a_vision_language_model(robot_dataset: Path, tiny_lm_dir: Path, tmp_path: Path) -> None:
+    from embodied_r.training.grpo import build_trainer
+    from embodied_r.training.recipe import RecipeError, recipe_from_dict
+
+    recipe = recipe_from_dict({
+        "model": str(tiny_lm_dir), "dtype": "float32", "train_data": str(robot_dataset / "prompts_vl.jsonl"),
+        "max_train_rows": 2, "output_dir": str(tmp_path / "run"), "max_steps": 1, "num_generations": 2,
+        "per_device_train_batch_size": 2, "rewards": ["format", "accuracy"], "reward_schedule": None,
+        "report_to": "none"})
+    with pytest.raises(RecipeError, match="text tokenizer only"):
+        build_trainer(recipe)
+    text_eval = recipe_from_dict({**recipe.to_flat_dict(), "eval_data": str(robot_dataset / "prompts_vl.jsonl")})
+    with pytest.raises(RecipeError, match="held-out evaluation during training reads text prompts only"):
+        build_trainer(text_eval)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -239,3 +240,48 @@ def transformers_judge(model: Any, tokenizer: Any, max_new_tokens: int = 32) -> 
         return tokenizer.batch_decode(output[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
 
     return judge
+
+
+# ---------------------------------------------------------------------------------------------------
+# Running the set: answers (resumable) then judge scores
+# ---------------------------------------------------------------------------------------------------
+
+
+def run_bench(bench_file: str | Path, engine_factory: Callable[[], Any], judge: Judge, out_dir: str | Path,
+              model_name: str, limit: int | None = None, batch_size: int = 8,
+              max_new_tokens: int = 256) -> dict[str, Any]:
+    """Answer the bench questions with a text reasoner (scene from simulator state, the text path) and
+    score the answers with ``judge``; writes ``answers.jsonl`` (appended per batch, so a rerun resumes)
+    and ``bench_metrics.json`` into ``out_dir``. The engine is built only when answers are missing."""
+    from embodied_r.io import JsonlAppender, atomic_write_json, read_jsonl
+
+    records = [QARecord.from_dict(r) for r in read_jsonl(bench_file)][:limit]
+    if not records:
+        raise ValueError(f"{bench_file}: no bench questions")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    appender = JsonlAppender(out / "answers.jsonl")
+    done = {row["id"]: row for row in appender.existing()}
+    others = {row.get("model") for row in done.values()} - {model_name}
+    if others:
+        raise ValueError(f"{out / 'answers.jsonl'} holds answers of {sorted(map(str, others))}, not {model_name}; "
+                         "use another --out folder")
+    todo = [r for r in records if r.id not in done]
+    if todo:
+        engine = engine_factory()
+        conversations = [answer_messages(r, path="text") for r in todo]
+
+        def persist(indices: list[int], texts: list[str]) -> None:
+            rows = [{"id": todo[i].id, "task": todo[i].task, "model": model_name, "completion": t}
+                    for i, t in zip(indices, texts)]
+            appender.extend(rows)
+            done.update({row["id"]: row for row in rows})
+
+        engine.generate_chats(conversations, max_new_tokens=max_new_tokens, batch_size=batch_size,
+                              on_batch=persist)
+    completions = {r.id: done[r.id]["completion"] for r in records}
+    scores = score_bench(records, completions, judge)
+    metrics = {"model": model_name, "data": str(bench_file), "n_questions": len(records),
+               "answered_this_run": len(todo), "categories": scores}
+    atomic_write_json(out / "bench_metrics.json", metrics)
+    return metrics

@@ -1,0 +1,76 @@
+"""``embodied-r robot-bench``: the open-ended Robot-R1-Bench-style set, answered and scored 0-3 by a judge."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+ORDER = 55
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "robot-bench",
+        help="answer the open-ended Robot-R1 set (bench.jsonl from `synth robot`) and score it 0-3 with a judge",
+        description="Answer the movement / spatial / planning / high-level-action questions of bench.jsonl with "
+        "a text reasoner (scene written from simulator state) and have a judge model score each answer 0-3 "
+        "against the reference built from the demonstration. Answers are appended to OUT/answers.jsonl "
+        "(rerunning resumes); scores go to OUT/bench_metrics.json.",
+    )
+    parser.add_argument("--data", required=True, metavar="FILE", help="bench.jsonl written by `embodied-r synth robot`")
+    parser.add_argument("--model", default="smollm2-135m-instruct",
+                        help="answering model: built-in name, local folder or hub id (default: %(default)s)")
+    parser.add_argument("--judge", required=True,
+                        help="judge: an http(s):// OpenAI-compatible endpoint (with --judge-model), or a local "
+                        "model name/path")
+    parser.add_argument("--judge-model", default=None, help="model name served at the --judge endpoint")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    parser.add_argument("--batch-size", type=int, default=8, help="prompts per generate() call (default: 8)")
+    parser.add_argument("--max-new-tokens", type=int, default=256, help="answer length cap (default: 256)")
+    parser.add_argument("--dtype", default="auto", help="auto | bfloat16 | float32 (default: auto)")
+    return parser
+
+
+def make_judge(args: argparse.Namespace) -> Any:
+    from embodied_r.cli.common import CLIError
+    from embodied_r.sim.robot.bench import openai_judge, transformers_judge
+
+    if args.judge.startswith(("http://", "https://")):
+        if not args.judge_model:
+            raise CLIError("--judge with an endpoint URL needs --judge-model (the served model's name)")
+        return openai_judge(args.judge, args.judge_model)
+    from embodied_r.reasoning.models import load_reasoner
+
+    model, tokenizer = load_reasoner(args.judge, dtype=args.dtype)
+    return transformers_judge(model, tokenizer)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from embodied_r.cli.common import CLIError, console, print_table
+    from embodied_r.sim.robot.bench import run_bench
+
+    if not Path(args.data).is_file():
+        raise CLIError(f"--data {args.data}: file not found; create it with `embodied-r synth robot --out DIR`")
+    if (args.limit is not None and args.limit <= 0) or args.batch_size <= 0 or args.max_new_tokens <= 0:
+        raise CLIError("--limit, --batch-size and --max-new-tokens must be positive")
+    judge = make_judge(args)
+
+    def engine_factory() -> Any:
+        from embodied_r.evaluation.generation import make_engine
+
+        return make_engine(args.model, engine="transformers", dtype=args.dtype)
+
+    try:
+        metrics = run_bench(args.data, engine_factory, judge, args.out, args.model, limit=args.limit,
+                            batch_size=args.batch_size, max_new_tokens=args.max_new_tokens)
+    except (ValueError, KeyError) as exc:
+        raise CLIError(str(exc)) from exc
+    rows = [[cat, m["n"], m["mean"], m["unparsed"], m["judge_failures"]] for cat, m in metrics["categories"].items()]
+    print_table(f"{args.model} on {args.data} (judge {args.judge_model or args.judge})",
+                ["category", "n", "mean score (0-3)", "unparsed (scored 0)", "judge failures (excluded)"], rows)
+    console().print(f"{metrics['answered_this_run']} answered this run; scores in {args.out}/bench_metrics.json",
+                    markup=False)
+    return 0

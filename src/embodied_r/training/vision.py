@@ -1,0 +1,79 @@
+"""The image path of GRPO training: prompt rows with an image part train a vision-language policy.
+
+Robot-R1 (paper §3.3-3.4) trains Qwen2.5-VL on the front-camera image plus the question. TRL's
+``GRPOTrainer`` handles vision-language models when it gets a processor (not a bare tokenizer) and an
+``image`` column; this module decides whether a run is on that path, checks what that path cannot do
+here, and loads the processor with an error that says what is missing. The rows themselves become a
+data set in :func:`embodied_r.training.data.image_rows_to_dataset`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from embodied_r.records import PromptRow
+from embodied_r.training.data import TOY_PREFIX, has_image
+from embodied_r.training.recipe import Recipe, RecipeError
+
+
+def data_dir(source: str | None) -> Path | None:
+    """The folder image paths of a ``.jsonl`` source are relative to (None for the toy set)."""
+    if not source or str(source).startswith(TOY_PREFIX):
+        return None
+    return Path(source).parent
+
+
+def processor_for_rows(
+    recipe: Recipe,
+    rows: list[PromptRow],
+    eval_rows: list[PromptRow],
+    model_path: str,
+    processing_class: Any = None,
+) -> Any:
+    """The processing class to hand TRL: ``processing_class`` or, for image rows, the model's processor
+    (None for text rows lets TRL load the tokenizer itself). Raises ``RecipeError`` for what the image
+    path does not support."""
+    if any(has_image(row) for row in eval_rows):
+        raise RecipeError(
+            f"eval_data {recipe.eval_data}: held-out evaluation during training reads text prompts only; "
+            "set eval_data to text rows (prompts.jsonl) or null and score checkpoints with `embodied-r eval`"
+        )
+    if not any(has_image(row) for row in rows):
+        return processing_class
+    if eval_rows:
+        raise RecipeError(
+            "train_data has images but eval_data is text: held-out scores would not measure the image "
+            "policy; set eval_data: null"
+        )
+    if getattr(recipe, "completion_prefix", ""):
+        raise RecipeError("completion_prefix works with text prompts only; remove it for image rows")
+    if processing_class is not None:
+        return processing_class
+    return load_processor(model_path)
+
+
+def load_processor(model_path: str) -> Any:
+    """``AutoProcessor`` of a vision-language model, left-padded for batched generation."""
+    from transformers import AutoProcessor, ProcessorMixin
+
+    try:
+        processor = AutoProcessor.from_pretrained(model_path, padding_side="left", truncation_side="left")
+    except (ImportError, OSError, TypeError, ValueError) as exc:
+        hint = ""
+        if importlib.util.find_spec("torchvision") is None:
+            hint = (
+                "; transformers builds Qwen2.5-VL's video processor with torchvision, which is not "
+                "installed: pip install torchvision (the build matching your torch)"
+            )
+        raise RecipeError(f"{model_path}: cannot load the processor for image prompts ({exc}){hint}") from exc
+    if not isinstance(processor, ProcessorMixin):
+        raise RecipeError(
+            f"{model_path}: train_data has images but this model comes with a text tokenizer only; use a "
+            "vision-language model (e.g. Qwen/Qwen2.5-VL-3B-Instruct) or the text rows (prompts.jsonl)"
+        )
+    return processor
+
+
+__all__ = ["data_dir", "load_processor", "processor_for_rows"]
