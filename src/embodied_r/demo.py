@@ -43,17 +43,18 @@ class DemoSize:
 
     @classmethod
     def for_minutes(cls, minutes: float) -> DemoSize:
-        # Measured on the 2-core CPU this project is developed on (no AVX-512, so fp32): with prompts of
-        # ~500-800 tokens, one GRPO step of 2 prompts x 4 completions (<= 96 tokens) costs ~60 s, mostly
-        # the prompt forward/backward passes; one evaluation stage of 16 questions (reasoner, no-thinking
-        # baseline and consistency judge) ~2 min; the data stages under 1 min. Training gets the rest.
+        # Measured on the 2-core CPU this project is developed on (no AVX-512, so fp32), with other jobs
+        # running: with prompts of ~500-800 tokens one GRPO step of 2 prompts x 4 completions (<= 96
+        # tokens) took 240 s (95 s generation, 146 s update), one evaluation stage of 16 questions
+        # (reasoner, no-thinking baseline, consistency judge) 368 s, the data stages 19 s. An idle
+        # machine is faster; the budget below assumes ~120 s per step and gives training what is left.
         if minutes < 3:
             raise ValueError("the demo needs at least 3 minutes")
         small = minutes < 10
         fixed_minutes = 3.0 if small else 6.0
-        steps = int(max(2.0, (minutes - fixed_minutes) * 60 / 60))
+        steps = int(max(2.0, (minutes - fixed_minutes) * 60 / 120))
         return cls(scenes=6 if small else 12, seconds=10 if small else 12, per_task=1,
-                   train_steps=min(steps, 60), eval_limit=8 if small else 16, max_new_tokens=96)
+                   train_steps=min(steps, 60), eval_limit=8 if small else 12, max_new_tokens=96)
 
 
 @dataclass
