@@ -44,11 +44,15 @@ def test_prior_uses_the_most_frequent_letter_per_task_and_median_numbers() -> No
             PromptRow(id="n1", task="count", prompt=[], answer=2.0, answer_type="number"),
             PromptRow(id="n2", task="count", prompt=[], answer=4.0, answer_type="number"),
             PromptRow(id="n3", task="count", prompt=[], answer=3.0, answer_type="number")]
-    table = prior_baseline(rows)
+    table = prior_baseline(rows)  # leave-one-out: a question's own answer never informs its guess
+    assert table["fit_on"] == "evaluated questions, leave-one-out"
+    # t: B and B are each guessed from {B, C} (tie -> B, right); C is guessed from {B, B} (B, wrong).
     assert table["tasks"]["t"]["score"] == pytest.approx(2 / 3)
+    # u: nothing else to learn from, so the first letter is guessed (A, right here by chance).
     assert table["tasks"]["u"]["score"] == 1.0
-    # Median 3 scores MRA 1.0 on 3, 0.6 on 4 (25% error passes θ ≤ 0.75) and 0.1 on 2 (50% error: θ = 0.5).
-    assert table["tasks"]["count"]["score"] == pytest.approx((0.6 + 1.0 + 0.1) / 3)
+    # count: 2 is guessed as median(4, 3) = 3.5 (75% error: 0), 4 as median(2, 3) = 2.5 (37.5% error
+    # passes θ = 0.50, 0.55, 0.60: 0.3), 3 as median(2, 4) = 3 (1.0).
+    assert table["tasks"]["count"]["score"] == pytest.approx((0.0 + 0.3 + 1.0) / 3)
     fitted_elsewhere = prior_baseline(rows[:3], fit_rows=[_row(9, "C")])
     assert fitted_elsewhere["tasks"]["t"]["score"] == pytest.approx(1 / 3)
 

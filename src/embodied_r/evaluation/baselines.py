@@ -4,8 +4,9 @@
   no sampling noise), as the "Random" row of Embodied-R's Table 1; numeric questions have no random
   baseline and are left out of it (reported as such).
 - ``prior``: always the most frequent gold letter of the question's task (numbers: the task's median
-  answer, scored with MRA). Fit on the evaluated questions themselves unless a separate set is given,
-  so it is an upper bound of what letter/answer bias alone can reach; the report says which.
+  answer, scored with MRA). Fit on a separate set when one is given; otherwise leave-one-out on the
+  evaluated questions (each question's guess comes from the *other* questions of its task), so the
+  baseline never sees the answer it is scored on. The report says which.
 - ``direct``: the reasoner answering at once, without thinking (``direct_answer_messages``).
 - ``vlm_only``: the perception VLM answering from the frames; it needs a VLM backend and is reported
   as not run otherwise.
@@ -62,7 +63,10 @@ def prior_baseline(rows: Sequence[PromptRow], fit_rows: Sequence[PromptRow] | No
     """
     prior = fit_prior(fit_rows if fit_rows is not None else rows)
     predictions = []
-    for row in rows:
+    for index, row in enumerate(rows):
+        if fit_rows is None:
+            # Leave-one-out: fitting on the scored question itself would let the prior read its answer.
+            prior = fit_prior([r for j, r in enumerate(rows) if j != index and r.task == row.task])
         if row.answer_type == "choice":
             frequencies = prior["letters"].get(row.task, {})
             valid = option_letters(row.options)
@@ -75,8 +79,11 @@ def prior_baseline(rows: Sequence[PromptRow], fit_rows: Sequence[PromptRow] | No
             guess = None
         predictions.append(_prediction(row, guess, score_answer(guess, row.answer, row.answer_type)))
     table = task_table(predictions)
-    table.update({"name": "prior", "status": "ok", "fit_on": "evaluated questions" if fit_rows is None else
-                  "separate prior set", "prior": prior})
+    if fit_rows is None:
+        prior = fit_prior(rows)  # reported for reading; each guess above left its own question out
+    table.update({"name": "prior", "status": "ok",
+                  "fit_on": "evaluated questions, leave-one-out" if fit_rows is None else "separate prior set",
+                  "prior": prior})
     return table
 
 
