@@ -8,6 +8,8 @@ reuses the key frames and every cached VLM request.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -89,7 +91,9 @@ def answer_question(video: str | Path, question: str, options: list[str] | None,
 
     # 2. Perception of every key frame (cached per request on disk).
     started = time.perf_counter()
-    qa = QARecord(id=f"answer-{abs(hash((str(video), question, tuple(options or ())))):x}", source="answer",
+    # A stable id (hash() is salted per process) so reruns name the same perception record.
+    digest = hashlib.sha1(json.dumps([str(video), question, options]).encode()).hexdigest()[:12]
+    qa = QARecord(id=f"answer-{digest}", source="answer",
                   task="ad-hoc", video=str(video), question=question, options=options, answer="",
                   answer_type=answer_type, meta=dict(qa_meta or {}))
     out_file = work / "perception" / f"{qa.id}.jsonl"

@@ -78,7 +78,7 @@ def perception_source(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from embodied_r.cli.common import CLIError, console, print_table
+    from embodied_r.cli.common import CLIError, console
     from embodied_r.evaluation.runner import run_eval
 
     if args.limit is not None and args.limit <= 0:

@@ -4,7 +4,7 @@ The official local script runs Qwen2.5-VL-72B through ms-swift one request at a 
 (research/embodied_r.md §3.1). Here requests are grouped into batches of ``batch_size`` (left-padded,
 so every row's new tokens start at the same column) and generated together, which is what keeps a
 GPU busy. Any model that loads with ``AutoModelForImageTextToText`` and whose processor accepts
-``text=`` + ``images=`` with chat-template image placeholders works (Qwen2-VL, Qwen2.5-VL, Qwen3-VL).
+``text=`` + ``images=`` with chat-template image tokens works (Qwen2-VL, Qwen2.5-VL, Qwen3-VL).
 
 A batch that raises (e.g. out of memory on one long prompt) is retried one request at a time, and a
 request that still fails becomes a failed result carrying the exception text — finished work is
@@ -81,7 +81,7 @@ class TransformersBackend:
         model, processor = self._load()
         texts = [processor.apply_chat_template(self._conversation(r), tokenize=False, add_generation_prompt=True)
                  for r in batch]
-        # Images flattened in prompt order; the processor pairs them with the placeholders in order.
+        # Images flattened in prompt order; the processor pairs them with the image tokens in order.
         images = [Image.fromarray(image[:, :, ::-1].copy()) for r in batch for image in (r.images or [])]
         inputs = processor(text=texts, images=images or None, padding=True, return_tensors="pt")
         inputs = inputs.to(model.device)

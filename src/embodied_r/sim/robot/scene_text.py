@@ -140,7 +140,7 @@ def open_prompt_row(record: QARecord) -> PromptRow | None:
 
 def trl_vl_example(row: dict[str, Any], dataset_dir: str | Path) -> dict[str, Any]:
     """A prompts_vl.jsonl row as TRL's GRPOTrainer wants it for a VLM: string-content messages (TRL
-    inserts the image placeholder before the first user turn) and the PIL image in ``image``."""
+    inserts the image token before the first user turn) and the PIL image in ``image``."""
     from PIL import Image
 
     messages = []
