@@ -1,14 +1,19 @@
 """The end-to-end demo: synthetic world -> key frames -> oracle perception -> prompts -> eval ->
 GRPO training -> eval -> report, on a laptop CPU with no downloads.
 
-Every stage is one ``embodied-r`` subcommand run in-process with the arguments recorded in
-``DIR/demo_plan.json``, so any stage can be rerun alone with the printed command. Finished stages are
-recorded in ``DIR/demo_state.json`` (atomically); rerunning the demo skips them.
+Every stage is one ``embodied-r`` subcommand, run in its own process with the arguments recorded in
+``DIR/demo_plan.json``, so any stage can be rerun alone with the printed command, and the memory one stage
+allocated (models, optimizer state) is given back before the next starts. Finished stages are recorded in
+``DIR/demo_state.json`` (atomically) with their wall time and peak resident memory; rerunning the demo
+skips them.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,16 +23,18 @@ from typing import Any
 import yaml
 
 from embodied_r.io import atomic_write_json, atomic_write_text, read_json
+from embodied_r.training.warmup import warmup_model_dir
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
-# The 135M default never writes the official <think>/<answer> structure unprompted, so the all-or-nothing
-# format reward gives GRPO no signal; the demo uses the warm start of recipes/embodied_r/
-# cpu_smollm2_warmstart.yaml (prefilled "<think>", shaped format_soft reward) and evaluates before and
-# after training with the same prefix so the two evaluations and the training prompts match (measured in
-# docs/performance.md: on its own it still leaves most groups without reward variance).
-COMPLETION_PREFIX = "<think>"
+# The 135M default never writes the official <think>/<answer> structure from the paper's prompt, so every
+# GRPO group scores the same and nothing is learned (docs/performance.md). The demo therefore starts
+# training with a short format warm-up (training/warmup.py: supervised steps on templated completions whose
+# answer is random, never the gold one), then runs GRPO with the paper's prompt, rewards and schedule.
+# The warmed-up model is evaluated on its own so the report separates what the warm-up did from GRPO.
+WARMUP_STEPS = 8
+WARMUP_BATCH = 2
 
 
 @dataclass
@@ -40,21 +47,22 @@ class DemoSize:
     train_steps: int
     eval_limit: int
     max_new_tokens: int
+    warmup_steps: int = WARMUP_STEPS
 
     @classmethod
     def for_minutes(cls, minutes: float) -> DemoSize:
-        # Measured on the 2-core CPU this project is developed on (no AVX-512, so fp32), with other jobs
-        # running: with prompts of ~500-800 tokens one GRPO step of 2 prompts x 4 completions (<= 96
-        # tokens) took 240 s (95 s generation, 146 s update), one evaluation stage of 16 questions
-        # (reasoner, no-thinking baseline, consistency judge) 368 s, the data stages 19 s. An idle
-        # machine is faster; the budget below assumes ~120 s per step and gives training what is left.
+        # Measured on the idle 2-core CPU this project is developed on (no AVX-512, so fp32), prompts of
+        # ~400-1100 tokens (mean ~700): data stages ~20 s; one evaluation of 12 questions with baselines
+        # and the consistency judge ~90 s (~35 s without); the 8-step warm-up ~3 min; one GRPO step of
+        # 2 prompts x 4 completions 95-165 s (~130 s). Training gets what the fixed stages leave.
         if minutes < 3:
             raise ValueError("the demo needs at least 3 minutes")
         small = minutes < 10
-        fixed_minutes = 3.0 if small else 6.0
-        steps = int(max(2.0, (minutes - fixed_minutes) * 60 / 120))
+        fixed_minutes = 4.0 if small else 8.0
+        steps = int(max(2.0, (minutes - fixed_minutes) * 60 / 130))
         return cls(scenes=6 if small else 12, seconds=10 if small else 12, per_task=1,
-                   train_steps=min(steps, 60), eval_limit=8 if small else 12, max_new_tokens=96)
+                   train_steps=min(steps, 60), eval_limit=8 if small else 12, max_new_tokens=96,
+                   warmup_steps=4 if small else WARMUP_STEPS)
 
 
 @dataclass
@@ -74,9 +82,8 @@ def _quote(arg: str) -> str:
 
 
 def training_recipe(out: Path, size: DemoSize, model: str) -> dict[str, Any]:
-    """A CPU recipe whose three reward stages (7:3:0 -> 3:7:0 -> 1:7:2, Embodied-R) fit the step budget,
-    warm-started as ``cpu_smollm2_warmstart.yaml`` (``format_soft`` in the format slot; the official
-    ``format`` reward is logged at weight 0)."""
+    """A CPU recipe: the format warm-up, then GRPO with the paper's prompt and its three reward stages
+    (format:accuracy:consistency 7:3:0 -> 3:7:0 -> 1:7:2) fitted to the step budget."""
     third = max(1, size.train_steps // 3)
     return {
         "description": "embodied-r demo: GRPO on synthetic egocentric questions with oracle perception",
@@ -84,20 +91,22 @@ def training_recipe(out: Path, size: DemoSize, model: str) -> dict[str, Any]:
         "dtype": "auto",
         "train_data": str(out / "prompts" / "train.jsonl"),
         "eval_data": None,
-        "completion_prefix": COMPLETION_PREFIX,
-        "rewards": ["format_soft", "format", "accuracy", "consistency"],
+        "format_warmup": {"steps": size.warmup_steps, "batch_size": WARMUP_BATCH, "learning_rate": 1.0e-4},
+        "rewards": ["format", "accuracy", "consistency"],
         "reference_model": "policy",
         "reward_schedule": {"unit": "step", "stages": [
-            {"start": 1, "weights": {"format_soft": 0.7, "format": 0.0, "accuracy": 0.3, "consistency": 0.0}},
-            {"start": 1 + third, "weights": {"format_soft": 0.3, "format": 0.0, "accuracy": 0.7, "consistency": 0.0}},
-            {"start": 1 + 2 * third,
-             "weights": {"format_soft": 0.1, "format": 0.0, "accuracy": 0.7, "consistency": 0.2}},
+            {"start": 1, "weights": {"format": 0.7, "accuracy": 0.3, "consistency": 0.0}},
+            {"start": 1 + third, "weights": {"format": 0.3, "accuracy": 0.7, "consistency": 0.0}},
+            {"start": 1 + 2 * third, "weights": {"format": 0.1, "accuracy": 0.7, "consistency": 0.2}},
         ]},
         "sample_completions": 4,
         "output_dir": str(out / "train"),
         "max_steps": size.train_steps,
         "num_generations": 4,
-        "per_device_train_batch_size": 8,
+        # 8 completions (2 prompts x 4) per step, updated 2 at a time: each micro-batch's backward pass
+        # briefly holds ~0.8 GB per ~1,200-token completion here, so 4 at a time peaked at 6-8 GB.
+        "per_device_train_batch_size": 2,
+        "gradient_accumulation_steps": 4,
         "max_completion_length": 96,
         "learning_rate": 1.0e-5,
         "lr_scheduler_type": "constant",
@@ -118,16 +127,16 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
     out = Path(out)
     world, kf, prompts = out / "world", out / "keyframes", out / "prompts"
     eval_args = ["--model", model, "--limit", str(size.eval_limit), "--batch-size", "8",
-                 "--max-new-tokens", str(size.max_new_tokens), "--completion-prefix", COMPLETION_PREFIX]
+                 "--max-new-tokens", str(size.max_new_tokens)]
     return [
         Stage("world", "render synthetic rooms to egocentric videos with VSI-style questions",
               ["synth", "world", "--out", str(world), "--scenes", str(size.scenes), "--seed", "0",
                "--resolution", "320x240", "--fps", "10", "--seconds", str(size.seconds),
                "--per-task", str(size.per_task), "--workers", str(workers)], [str(world)]),
         Stage("keyframes", "select key frames (ORB + RANSAC overlap, as Embodied-R)",
-              # At most 8 key frames keeps prompts near 500-800 tokens, which the CPU budget needs.
+              # At most 6 key frames keeps prompts near 400-900 tokens, which the CPU budget needs.
               ["keyframes", str(world / "videos" / "*.mp4"), "--out", str(kf), "--workers", str(workers),
-               "--max-frames", "8"],
+               "--max-frames", "6"],
               [str(kf)]),
         Stage("perception", "describe every key frame from ground truth (oracle VLM)",
               ["perceive", "--qa", str(world / "questions.jsonl"), "--keyframes", str(kf), "--backend", "oracle",
@@ -145,15 +154,21 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
               ["eval", "--data", str(prompts / "test.jsonl"), "--out", str(out / "eval_before"), *eval_args,
                "--baselines", "random,prior,direct", "--judge", "policy", "--no-report"],
               [str(out / "eval_before")]),
-        Stage("train", f"GRPO with format/accuracy/consistency rewards in three stages ({size.train_steps} steps)",
+        Stage("train", f"format warm-up ({size.warmup_steps} supervised steps, random answers), then GRPO with "
+              f"format/accuracy/consistency rewards in three stages ({size.train_steps} steps)",
               ["train", "--recipe", str(out / "train_recipe.yaml")], [str(out / "train")]),
+        Stage("eval-warmup", "evaluate the model after the format warm-up alone (before GRPO)",
+              ["eval", "--data", str(prompts / "test.jsonl"), "--out", str(out / "eval_warmup"),
+               *_replace(eval_args, "--model", str(warmup_model_dir(out / "train"))), "--baselines", "none",
+               "--no-report"],
+              [str(out / "eval_warmup")]),
         Stage("eval-after", "evaluate the trained reasoner on the same held-out questions",
               ["eval", "--data", str(prompts / "test.jsonl"), "--out", str(out / "eval_after"),
                *_replace(eval_args, "--model", str(out / "train" / "final")),
                "--baselines", "random,prior,direct", "--judge", "policy", "--no-report"],
               [str(out / "eval_after")]),
         Stage("report", "write the before/after report (HTML + PNG plots)",
-              ["report", str(out / "eval_before"), str(out / "eval_after"), str(out / "train"),
+              ["report", str(out / "eval_before"), str(out / "eval_warmup"), str(out / "eval_after"), str(out / "train"),
                "--out", str(out / "report")], [str(out / "report" / "report.html")]),
     ]
 
@@ -181,8 +196,6 @@ def run_demo(out: str | Path, minutes: float = 15.0, model: str = DEFAULT_MODEL,
     """Run (or resume) every stage; returns the summary also written to ``DIR/demo_summary.json``.
 
     ``size`` overrides the sizes derived from ``minutes`` (tests use a tiny one)."""
-    from embodied_r.cli.main import main
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     size = size or DemoSize.for_minutes(minutes)
@@ -201,22 +214,38 @@ def run_demo(out: str | Path, minutes: float = 15.0, model: str = DEFAULT_MODEL,
         if on_stage:
             on_stage(stage, index, len(stages), "running")
         stage_started = time.perf_counter()
-        code = main(_expand_globs(stage.argv))
+        code, peak_kib = run_stage_process(_expand_globs(stage.argv))
         seconds = round(time.perf_counter() - stage_started, 1)
         if code != 0:
             raise RuntimeError(f"stage {stage.name!r} failed (exit {code}); rerun it alone with:\n  {stage.command}")
-        state[stage.name] = {"seconds": seconds, "command": stage.command}
+        state[stage.name] = {"seconds": seconds, "peak_rss_gib": round(peak_kib / 2**20, 2),
+                             "command": stage.command}
         atomic_write_json(state_path, state)
     summary = summarise(out, state)
+    summary["peak_rss_gib"] = max((info.get("peak_rss_gib", 0.0) for info in state.values()), default=0.0)
     summary["wall_time_s"] = round(time.perf_counter() - started, 1)
     atomic_write_json(out / "demo_summary.json", summary)
     return summary
 
 
+def run_stage_process(argv: list[str]) -> tuple[int, int]:
+    """Run ``embodied-r ARGV`` in a child process; returns (exit code, its peak resident memory in KiB)."""
+    process = subprocess.Popen([sys.executable, "-m", "embodied_r.cli.main", *argv])
+    try:
+        _, status, usage = os.wait4(process.pid, 0)  # per-child rusage: this stage's own peak, not the max so far
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    process.returncode = os.waitstatus_to_exitcode(status)
+    peak = int(usage.ru_maxrss)
+    return process.returncode, peak // 1024 if sys.platform == "darwin" else peak  # macOS: bytes, Linux: KiB
+
+
 def summarise(out: Path, state: dict[str, Any]) -> dict[str, Any]:
     """Before/after numbers from the stages' own output files (nothing is recomputed here)."""
     summary: dict[str, Any] = {"stages": state}
-    for name in ("eval_before", "eval_after"):
+    for name in ("eval_before", "eval_warmup", "eval_after"):
         path = out / name / "metrics.json"
         if path.exists():
             summary[name] = read_json(path)

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
 
-from embodied_r.demo import DemoSize, plan, run_demo
+from embodied_r.demo import DemoSize, plan, run_demo, training_recipe
 
 
 def test_sizes_follow_the_time_budget() -> None:
@@ -19,16 +20,17 @@ def test_plan_chains_each_stage_into_the_next(tmp_path: Path) -> None:
     stages = plan(tmp_path, DemoSize.for_minutes(15))
     names = [s.name for s in stages]
     assert names == ["world", "keyframes", "perception", "split", "prompts-train", "prompts-test", "eval-before",
-                     "train", "eval-after", "report"]
+                     "train", "eval-warmup", "eval-after", "report"]
     by_name = {s.name: s for s in stages}
     assert str(tmp_path / "perception.jsonl") in by_name["prompts-test"].argv  # perception feeds the prompts
     assert str(tmp_path / "train" / "final") in by_name["eval-after"].argv       # the trained model is evaluated
+    assert str(tmp_path / "train" / "warmup" / "model") in by_name["eval-warmup"].argv
     assert all(s.command.startswith("embodied-r ") for s in stages)
 
 
 @pytest.mark.slow
 def test_demo_end_to_end_with_a_tiny_model(tmp_path: Path, tiny_lm_dir: Path) -> None:
-    size = DemoSize(scenes=2, seconds=6, per_task=1, train_steps=2, eval_limit=4, max_new_tokens=8)
+    size = DemoSize(scenes=2, seconds=6, per_task=1, train_steps=2, eval_limit=4, max_new_tokens=8, warmup_steps=2)
     seen: list[tuple[str, str]] = []
     summary = run_demo(tmp_path / "demo", model=str(tiny_lm_dir), workers=1, size=size,
                        on_stage=lambda stage, i, n, status: seen.append((stage.name, status)))
@@ -36,13 +38,30 @@ def test_demo_end_to_end_with_a_tiny_model(tmp_path: Path, tiny_lm_dir: Path) ->
     demo = tmp_path / "demo"
     assert (demo / "report" / "report.html").is_file()
     assert (demo / "train" / "final" / "config.json").is_file()
-    for name in ("eval_before", "eval_after"):
+    assert (demo / "train" / "warmup" / "model" / "warmup.json").is_file()
+    for name in ("eval_before", "eval_warmup", "eval_after"):
         metrics = summary[name]
         assert metrics["overall"]["n"] == 4
     state = json.loads((demo / "demo_state.json").read_text())
     assert set(state) == {name for name, _ in seen}
+    # Each stage ran in its own process, whose peak memory is recorded (the demo's 8 GB goal).
+    assert all(0 < info["peak_rss_gib"] < 8 for info in state.values())
+    assert summary["peak_rss_gib"] == max(info["peak_rss_gib"] for info in state.values())
     # A second run resumes: every stage is skipped, nothing is recomputed.
     seen.clear()
     run_demo(tmp_path / "demo", model=str(tiny_lm_dir), workers=1, size=size,
              on_stage=lambda stage, i, n, status: seen.append((stage.name, status)))
     assert all(status.startswith("skipped") for _, status in seen)
+
+
+def test_demo_recipe_warms_up_then_trains_with_the_paper_rewards(tmp_path: Path) -> None:
+    from embodied_r.training.recipe import recipe_from_dict
+
+    size = DemoSize.for_minutes(15)
+    recipe = recipe_from_dict(training_recipe(tmp_path, size, "smollm2-135m-instruct"))
+    assert recipe.reward_names == ["format", "accuracy", "consistency"]
+    assert recipe.completion_prefix == ""  # the paper's prompt, evaluated the same way before and after
+    assert recipe.format_warmup and recipe.format_warmup["steps"] == size.warmup_steps > 0
+    for stage in plan(tmp_path, size):
+        assert "--completion-prefix" not in stage.argv
+        assert shlex.split(stage.command)[1:] == stage.argv  # printed commands survive a shell

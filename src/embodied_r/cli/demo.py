@@ -11,9 +11,9 @@ ORDER = 1
 def register(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "demo",
-        help="run the whole pipeline on synthetic data: world -> key frames -> perception -> eval -> GRPO -> eval -> report",
+        help="run the whole pipeline on synthetic data: world -> key frames -> perception -> eval -> format warm-up + GRPO -> eval -> report",
         description="Generate a small synthetic egocentric dataset, extract key frames, describe them with the "
-        "oracle perception backend, evaluate the default reasoner, train it with GRPO (format, accuracy and "
+        "oracle perception backend, evaluate the default reasoner, teach it the answer format in a few supervised steps, train it with GRPO (format, accuracy and "
         "logical-consistency rewards in three stages), evaluate again and write a report. Each stage's "
         "output is kept in --out and each stage's command is printed so it can be rerun alone; rerunning "
         "the demo skips finished stages.",
@@ -57,21 +57,24 @@ def run(args: argparse.Namespace) -> int:
 def print_before_after(summary: dict[str, Any]) -> None:
     from embodied_r.cli.common import console, print_table
 
-    before, after = summary.get("eval_before"), summary.get("eval_after")
-    if not before or not after:
+    columns = [(label, summary[key]) for key, label in
+               (("eval_before", "before"), ("eval_warmup", "after warm-up"), ("eval_after", "after GRPO"))
+               if summary.get(key)]
+    if len(columns) < 2:
         return
+    tasks = sorted({task for _, metrics in columns for task in metrics["tasks"]})
     rows = []
-    for task in sorted(set(before["tasks"]) | set(after["tasks"])):
-        b, a = before["tasks"].get(task, {}), after["tasks"].get(task, {})
-        rows.append([task, b.get("n"), b.get("score"), a.get("score")])
+    for task in tasks:
+        cells = [metrics["tasks"].get(task, {}) for _, metrics in columns]
+        rows.append([task, next((c.get("n") for c in cells if c), None), *[c.get("score") for c in cells]])
     for key in ("micro", "macro"):
-        rows.append([f"overall ({key})", before["overall"]["n"], before["overall"][key], after["overall"][key]])
-    rows.append(["unparsed rate", None, before["overall"]["unparsed_rate"], after["overall"]["unparsed_rate"]])
-    for name, metrics in (("before", before), ("after", after)):
-        consistency = metrics.get("consistency", {}) if isinstance(metrics.get("consistency"), dict) else {}
-        if consistency.get("rate") is not None:
-            rows.append([f"logical consistency ({name})", consistency.get("n"), consistency.get("rate"), None])
-    print_table("held-out scenes: before vs after GRPO", ["task", "n", "before", "after"], rows)
-    console().print("Scores are accuracy for multiple choice and mean relative accuracy for numeric answers; "
-                    "a small model after a few minutes of CPU training is not expected to reason well — "
-                    "these are the measured numbers, whatever they are.")
+        rows.append([f"overall ({key})", columns[0][1]["overall"]["n"], *[m["overall"][key] for _, m in columns]])
+    rows.append(["unparsed rate", None, *[m["overall"]["unparsed_rate"] for _, m in columns]])
+    rates = [m["consistency"].get("rate") if isinstance(m.get("consistency"), dict) else None for _, m in columns]
+    if any(rate is not None for rate in rates):
+        rows.append(["logical consistency", None, *rates])
+    print_table("held-out scenes", ["task", "n", *[label for label, _ in columns]], rows)
+    console().print("Scores are accuracy for multiple choice and mean relative accuracy for numeric answers. "
+                    "The warm-up teaches the answer format with random answers, so any accuracy above the "
+                    "baselines after it comes from GRPO or chance; a 135M model after a few minutes of CPU "
+                    "training is not expected to reason well. These are the measured numbers, whatever they are.")

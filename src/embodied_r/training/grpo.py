@@ -31,7 +31,9 @@ from embodied_r.training.callbacks import (
     zero_variance_shares,
 )
 from embodied_r.training.data import load_prompt_rows, rows_to_dataset
+from embodied_r.training.host_memory import fix_mmap_threshold
 from embodied_r.training.vision import data_dir, processor_for_rows
+from embodied_r.training.warmup import WarmupSettings, run_format_warmup
 from embodied_r.training.recipe import (
     Recipe,
     RecipeError,
@@ -211,6 +213,10 @@ def build_trainer(
     train_dataset = rows_to_dataset(rows, image_dir=data_dir(recipe.train_data))  # image rows: Robot-R1
     schedule = RewardSchedule.from_config(recipe.reward_schedule, recipe.reward_names)
     model_path = resolve_model_path(recipe.model)
+    warmup = WarmupSettings.from_config(recipe.format_warmup)
+    if warmup is not None:
+        # GRPO (and the "policy" consistency judge) start from the warmed-up model.
+        model_path = run_format_warmup(warmup, rows, model_path, output_dir, recipe.dtype)
     # The reference judge is loaded before GRPOConfig exists: once TrainingArguments has set up DeepSpeed
     # ZeRO-3, from_pretrained would shard it across ranks, and each rank judges a different number of
     # completions, so a sharded judge would deadlock. A replicated frozen copy has no collectives.
@@ -307,6 +313,10 @@ def save_resolved(recipe: Recipe, trainer: GRPOTrainer, context: dict[str, Any])
 
 def train(recipe: Recipe, resume: bool = False, judge: Any = None) -> dict[str, Any]:
     """Train with ``recipe``; returns a summary (steps, last metrics, held-out scores)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        fix_mmap_threshold()  # CPU training: freed activations go back to the OS (host_memory.py)
     trainer, context = build_trainer(recipe, resume=resume, judge=judge)
     if trainer.accelerator.is_main_process:
         recipe.output_dir.mkdir(parents=True, exist_ok=True)

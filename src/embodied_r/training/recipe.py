@@ -43,6 +43,9 @@ class Recipe:
     # Text that opens the assistant turn before the model writes (e.g. "<think>"); the model continues it,
     # rewards and held-out evaluation see prefix + completion. "" = the paper's plain generation prompt.
     completion_prefix: str = ""
+    # Supervised steps that teach the <think>/<answer> structure (random answers, never the gold one) before
+    # GRPO, e.g. {steps: 16, batch_size: 2, learning_rate: 1e-4}; null = none. See training/warmup.py.
+    format_warmup: dict[str, Any] | None = None
     description: str = ""
     trl: dict[str, Any] = field(default_factory=dict)
 
@@ -178,6 +181,12 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
             f"{source}: 'completion_prefix' must be a string (quote it in YAML: completion_prefix: \"<think>\"), "
             f"got {recipe.completion_prefix!r}"
         )
+    from embodied_r.training.warmup import WarmupError, WarmupSettings
+
+    try:
+        WarmupSettings.from_config(recipe.format_warmup, source)
+    except (WarmupError, TypeError) as exc:
+        raise RecipeError(str(exc)) from exc
     for key in (
         "eval_every_steps",
         "eval_max_rows",

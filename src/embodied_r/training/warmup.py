@@ -1,0 +1,213 @@
+"""Format warm-up: a few supervised steps that teach the official answer structure, before GRPO.
+
+A small reasoner (SmolLM2-135M) never writes ``<think>…</think><answer>…</answer>`` from the official
+prompt, so every completion of a GRPO group earns the same reward, every advantage is zero and nothing
+is learned (docs/performance.md). DeepSeek-R1-style pipelines fix this with a "cold start" of supervised
+examples; this module does the smallest version of it that teaches the *structure only*:
+
+* the target of each training row is ``<think>`` + a short templated sentence + ``</think>`` +
+  ``<answer>`` + an answer + ``</answer>``;
+* the answer is drawn at random: option letters uniformly, and each prompt is trained with several
+  different letters (numbers: other training rows' answers, never the row's own), so the warm-up carries
+  no information about which answer is right and leaves the choice spread; whatever accuracy GRPO
+  reaches afterwards it learned from its rewards;
+* the think sentence names the option it picks, so think and answer agree (the consistency reward's
+  premise) without saying anything about the question's truth.
+
+TRL's ``SFTTrainer`` does the training (prompt-completion rows: the loss is on the completion only). The
+warmed-up model is written atomically to ``<output_dir>/warmup/model`` and reused when the run resumes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from embodied_r.io import atomic_write_json, read_json
+from embodied_r.reasoning.parsing import option_letters, option_texts
+from embodied_r.records import PromptRow
+from embodied_r.rewards.text import last_user_text
+
+logger = logging.getLogger(__name__)
+
+WARMUP_DIR = "warmup"
+
+
+class WarmupError(ValueError):
+    """A ``format_warmup`` setting that cannot be used."""
+
+
+@dataclass
+class WarmupSettings:
+    """Recipe key ``format_warmup`` (a mapping; null or ``steps: 0`` = no warm-up)."""
+
+    steps: int = 0  # optimizer steps of supervised training on templated, random-answer targets
+    batch_size: int = 2  # rows per step
+    learning_rate: float = 1.0e-4
+    seed: int = 0  # draws the random answers and the row order
+    max_length: int = 4096  # tokens of prompt + target; longer rows are refused rather than cut
+    # TRL's default; off trades memory for ~25 % less compute (small models on CPU).
+    gradient_checkpointing: bool = True
+
+    @classmethod
+    def from_config(cls, value: Any, source: str = "recipe") -> WarmupSettings | None:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise WarmupError(f"{source}: 'format_warmup' must be a mapping like {{steps: 16}} or null")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise WarmupError(f"{source}: format_warmup: unknown key(s) {unknown}; valid: {sorted(known)}")
+        settings = cls(**value)
+        for name in ("steps", "batch_size", "max_length"):
+            number = getattr(settings, name)
+            if not isinstance(number, int) or number < 0 or (name != "steps" and number == 0):
+                raise WarmupError(f"{source}: format_warmup.{name} must be a positive integer, got {number!r}")
+        if not isinstance(settings.gradient_checkpointing, bool):
+            raise WarmupError(f"{source}: format_warmup.gradient_checkpointing must be true or false")
+        if not isinstance(settings.learning_rate, (int, float)) or settings.learning_rate <= 0:
+            raise WarmupError(f"{source}: format_warmup.learning_rate must be > 0, got {settings.learning_rate!r}")
+        return settings if settings.steps > 0 else None
+
+
+def _answer_text(row: PromptRow, letter: str) -> str:
+    # Robot-R1 prompts ask for the option written as [[X]]; Embodied-R prompts for the bare letter.
+    return f"[[{letter}]]" if "[[" in last_user_text(row.prompt) else letter
+
+
+def _distinct(pool: list[Any], count: int, rng: random.Random) -> list[Any]:
+    """``count`` draws from ``pool``, all different while the pool lasts."""
+    out: list[Any] = []
+    while len(out) < count:
+        out.extend(rng.sample(pool, min(len(pool), count - len(out))))
+    return out
+
+
+def warmup_targets(row: PromptRow, count: int, rng: random.Random,
+                   numbers_by_task: dict[str, list[Any]]) -> list[str]:
+    """``count`` completions the warm-up trains on for ``row``: the official structure, each with a
+    different random answer (never the gold one for numbers; any option letter for choices)."""
+    if row.answer_type == "choice":
+        texts = option_texts(row.options)
+        targets = []
+        for letter in _distinct(list(option_letters(row.options)), count, rng):
+            chosen = f"option {letter}" + (f", {texts[letter]}" if texts.get(letter) else "")
+            targets.append(f"<think> I compare the observations with each option and choose {chosen}. </think>\n"
+                           f"<answer>{_answer_text(row, letter)}</answer>")
+        return targets
+    # Prefer other answers of the same task (a plausible magnitude), then any other numeric answer; the
+    # value only shapes the format, it is never the row's own answer.
+    pool = sorted({value for value in numbers_by_task.get(row.task, []) if value != row.answer})
+    if not pool:
+        pool = sorted({value for values in numbers_by_task.values() for value in values if value != row.answer})
+    if not pool:
+        pool = [n for n in range(1, 11) if n != row.answer]
+    return [f"<think> I estimate the quantity from the observations: about {value}. </think>\n"
+            f"<answer>{value}</answer>" for value in _distinct(pool, count, rng)]
+
+
+def warmup_examples(rows: list[PromptRow], steps: int, batch_size: int, seed: int) -> list[dict[str, Any]]:
+    """``steps * batch_size`` conversational prompt-completion rows. Rows are visited in a shuffled order
+    and each visited row contributes ``batch_size`` examples with *different* answers: trained on one
+    random letter per prompt, the model learns that prompt's letter and answers near-deterministically
+    (measured: every later GRPO group then has the same accuracy), while several letters per prompt keep
+    the choice spread, so GRPO's groups differ."""
+    if any(isinstance(m.get("content"), list) for row in rows for m in row.prompt):
+        raise WarmupError("format_warmup supports text prompts only (these rows carry images)")
+    rng = random.Random(seed)
+    numbers_by_task: dict[str, list[Any]] = {}
+    for row in rows:
+        if row.answer_type != "choice":
+            numbers_by_task.setdefault(row.task, []).append(row.answer)
+    order = list(rows)
+    examples: list[dict[str, Any]] = []
+    total = steps * batch_size
+    while len(examples) < total:
+        rng.shuffle(order)
+        for row in order:
+            if len(examples) >= total:
+                break
+            for target in warmup_targets(row, min(batch_size, total - len(examples)), rng, numbers_by_task):
+                examples.append({"prompt": [dict(m) for m in row.prompt],
+                                 "completion": [{"role": "assistant", "content": target}]})
+    return examples
+
+
+def warmup_model_dir(output_dir: Path) -> Path:
+    return output_dir / WARMUP_DIR / "model"
+
+
+def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_path: str, output_dir: Path,
+                      dtype: str = "auto") -> str:
+    """Train ``model_path`` on the warm-up targets; returns the folder of the warmed-up model. A folder
+    finished by an earlier run (same settings) is reused; one from other settings is refused."""
+    import torch
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    from embodied_r.reasoning.models import torch_dtype
+
+    final = warmup_model_dir(output_dir)
+    marker = final / "warmup.json"
+    wanted = {"settings": dataclasses.asdict(settings), "base_model": model_path, "rows": len(rows)}
+    if marker.exists():
+        done = read_json(marker)
+        if done != wanted:
+            raise WarmupError(
+                f"{final} was trained with {done}, this recipe asks for {wanted}; use a new output_dir"
+            )
+        logger.info("format warm-up: reusing %s", final)
+        return str(final)
+    examples = warmup_examples(rows, settings.steps, settings.batch_size, settings.seed)
+    work = output_dir / WARMUP_DIR / "trainer"
+    dtype_name = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}[torch_dtype(dtype)]
+    config = SFTConfig(
+        output_dir=str(work),
+        max_steps=settings.steps,
+        per_device_train_batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        seed=settings.seed,
+        max_length=settings.max_length,
+        gradient_checkpointing=settings.gradient_checkpointing,
+        completion_only_loss=True,  # the prompt (perception text) is context, not something to imitate
+        bf16=dtype_name == "bfloat16",
+        use_cpu=not torch.cuda.is_available(),
+        model_init_kwargs={"dtype": dtype_name},
+    )
+    trainer = SFTTrainer(model=model_path, args=config, train_dataset=Dataset.from_list(examples))
+    longest = max(len(ids) for ids in trainer.train_dataset["input_ids"])
+    if longest >= settings.max_length:
+        raise WarmupError(
+            f"format_warmup: a row has {longest} tokens, at or over max_length {settings.max_length}; the target "
+            "would be cut. Raise format_warmup.max_length"
+        )
+    output = trainer.train()
+    state = trainer.accelerator
+    staging = final.with_name(final.name + ".partial")
+    if state.is_main_process:
+        shutil.rmtree(staging, ignore_errors=True)
+    state.wait_for_everyone()
+    trainer.save_model(str(staging))  # every rank: ZeRO-3 gathers the shards here
+    if state.is_main_process:
+        trainer.processing_class.save_pretrained(str(staging))
+        losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+        atomic_write_json(output_dir / WARMUP_DIR / "log.json",
+                          {"losses": losses, "train_loss": output.training_loss, "examples": len(examples), **wanted})
+        atomic_write_json(staging / "warmup.json", wanted)
+        if final.exists():
+            shutil.rmtree(final)
+        staging.rename(final)  # the marker lands with the weights, in one rename
+        shutil.rmtree(work, ignore_errors=True)
+    state.wait_for_everyone()
+    return str(final)

@@ -1,0 +1,129 @@
+"""Format warm-up: targets carry the official structure and never the gold answer; GRPO starts from it."""
+
+from __future__ import annotations
+
+import collections
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from embodied_r.records import PromptRow
+from embodied_r.reasoning.parsing import parse_answer
+from embodied_r.rewards.format import is_official_format
+from embodied_r.training.grpo import train
+from embodied_r.training.recipe import RecipeError, load_recipe
+from embodied_r.training.warmup import WarmupError, WarmupSettings, warmup_examples, warmup_model_dir
+
+
+def choice_row(i: int, answer: str = "B", robot: bool = False) -> PromptRow:
+    options = ["A. left", "B. right", "C. behind", "D. ahead"]
+    choices = " ".join(f"[[{o[0]}]] {o[3:]}" for o in options) if robot else " ".join(options)
+    return PromptRow(id=f"c{i}", task="direction", answer=answer, options=options,
+                     prompt=[{"role": "user", "content": f"Where is object {i}? {choices}"}])
+
+
+def number_row(i: int, task: str = "count") -> PromptRow:
+    return PromptRow(id=f"n{i}", task=task, answer=float(i), answer_type="number",
+                     prompt=[{"role": "user", "content": f"How many chairs are in room {i}?"}])
+
+
+def completion(example: dict) -> str:
+    return example["completion"][0]["content"]
+
+
+def test_targets_have_the_official_structure_and_uniform_non_gold_choices() -> None:
+    rows = [choice_row(i) for i in range(8)]
+    examples = warmup_examples(rows, steps=200, batch_size=2, seed=0)
+    assert len(examples) == 400
+    letters = collections.Counter()
+    for example in examples:
+        text = completion(example)
+        assert is_official_format(text), text
+        letter = parse_answer(text, rows[0].options, "choice")
+        letters[letter] += 1
+        # The think sentence names the option it answers, so think and answer agree.
+        assert f"option {letter}," in text
+    # Uniform over A-D: the gold letter (B) is not favoured (400 draws: each letter 100 +- ~30).
+    assert set(letters) == {"A", "B", "C", "D"}
+    assert max(letters.values()) - min(letters.values()) < 60, letters
+    # Prompts are the rows' own prompts, untouched.
+    assert {e["prompt"][0]["content"] for e in examples} == {r.prompt[0]["content"] for r in rows}
+
+
+def test_each_visited_prompt_is_trained_with_different_answers() -> None:
+    # One random letter per prompt made the model answer each prompt deterministically (GRPO groups then
+    # all score the same); a visit trains batch_size different letters.
+    rows = [choice_row(i) for i in range(5)]
+    examples = warmup_examples(rows, steps=5, batch_size=3, seed=2)
+    assert len(examples) == 15
+    for start in range(0, 15, 3):
+        visit = examples[start:start + 3]
+        assert len({e["prompt"][0]["content"] for e in visit}) == 1
+        assert len({parse_answer(completion(e), rows[0].options, "choice") for e in visit}) == 3
+
+
+def test_numeric_targets_borrow_another_rows_answer_never_their_own() -> None:
+    rows = [number_row(i) for i in range(1, 6)] + [number_row(9, task="size")]
+    by_prompt = {r.prompt[0]["content"]: r for r in rows}
+    for example in warmup_examples(rows, steps=30, batch_size=2, seed=1):
+        row = by_prompt[example["prompt"][0]["content"]]
+        value = parse_answer(completion(example), None, "number")
+        assert is_official_format(completion(example))
+        assert value is not None and value != row.answer
+        if row.task == "count":
+            assert value in {1.0, 2.0, 3.0, 4.0, 5.0}  # same task first: a plausible magnitude
+
+
+def test_robot_rows_answer_as_double_bracketed_letters() -> None:
+    example = warmup_examples([choice_row(0, robot=True)], steps=1, batch_size=1, seed=0)[0]
+    assert "<answer>[[" in completion(example)
+
+
+def test_settings_are_checked() -> None:
+    assert WarmupSettings.from_config(None) is None
+    assert WarmupSettings.from_config({"steps": 0}) is None
+    assert WarmupSettings.from_config({"steps": 3}).steps == 3
+    with pytest.raises(WarmupError, match="unknown key"):
+        WarmupSettings.from_config({"step": 3})
+    with pytest.raises(WarmupError, match="batch_size"):
+        WarmupSettings.from_config({"steps": 3, "batch_size": 0})
+    with pytest.raises(WarmupError, match="text prompts only"):
+        image_row = PromptRow(id="i", task="t", answer="A", options=["A. x", "B. y"],
+                              prompt=[{"role": "user", "content": [{"type": "image", "image": "a.png"}]}])  # type: ignore[list-item]
+        warmup_examples([image_row], steps=1, batch_size=1, seed=0)
+
+
+def test_recipe_rejects_a_bad_warmup_key(tiny_recipe) -> None:
+    with pytest.raises(RecipeError, match="format_warmup"):
+        load_recipe(tiny_recipe(format_warmup={"steps": 2, "lr": 1e-3}))
+
+
+@pytest.mark.slow
+def test_grpo_starts_from_the_warmed_up_model_and_a_rerun_reuses_it(tiny_recipe, tiny_lm_dir: Path) -> None:
+    recipe = load_recipe(tiny_recipe(max_steps=1, format_warmup={"steps": 3, "batch_size": 2, "learning_rate": 1e-3}))
+    train(recipe)
+    warmed = warmup_model_dir(recipe.output_dir)
+    assert json.loads((warmed / "warmup.json").read_text())["settings"]["steps"] == 3
+    log = json.loads((recipe.output_dir / "warmup" / "log.json").read_text())
+    assert len(log["losses"]) == 3 and log["examples"] == 6
+    base = load_file(str(tiny_lm_dir / "model.safetensors"))
+    after_warmup = load_file(str(warmed / "model.safetensors"))
+    assert any(not torch.equal(base[k], after_warmup[k]) for k in base)  # the warm-up trained
+    config = json.loads((recipe.output_dir / "grpo_config.json").read_text())
+    assert config["model_path"] == str(warmed)  # GRPO started from it
+    # A second run into the same folder reuses the finished warm-up (no retraining: same bytes).
+    stamp = (warmed / "model.safetensors").stat().st_mtime_ns
+    for folder in recipe.output_dir.glob("checkpoint-*"):
+        shutil.rmtree(folder)
+    train(recipe)
+    assert (warmed / "model.safetensors").stat().st_mtime_ns == stamp
+    # Other warm-up settings into the same folder are refused rather than silently mixed.
+    other = load_recipe(tiny_recipe(max_steps=1, format_warmup={"steps": 4, "batch_size": 2}))
+    for folder in other.output_dir.glob("checkpoint-*"):
+        shutil.rmtree(folder)
+    with pytest.raises(WarmupError, match="new output_dir"):
+        train(other)
