@@ -31,10 +31,15 @@ DEFAULT_MODEL = "smollm2-135m-instruct"
 # The 135M default never writes the official <think>/<answer> structure from the paper's prompt, so every
 # GRPO group scores the same and nothing is learned (docs/performance.md). The demo therefore starts
 # training with a short format warm-up (training/warmup.py: supervised steps on templated completions whose
-# answer is random, never the gold one), then runs GRPO with the paper's prompt, rewards and schedule.
+# answer is drawn at random, so they teach nothing about the right one), then runs GRPO with the paper's
+# prompt, rewards and schedule.
 # The warmed-up model is evaluated on its own so the report separates what the warm-up did from GRPO.
+# 16 examples, 2 per step (a batch of 4 long prompts peaked at 7.3 GiB), every visited prompt trained with
+# 4 different answers so the letter choice stays spread (with 2 per prompt the model answered one letter
+# everywhere and most GRPO groups had equal rewards; docs/performance.md).
 WARMUP_STEPS = 8
 WARMUP_BATCH = 2
+WARMUP_ANSWERS_PER_PROMPT = 4
 
 
 @dataclass
@@ -53,7 +58,7 @@ class DemoSize:
     def for_minutes(cls, minutes: float) -> DemoSize:
         # Measured on the idle 2-core CPU this project is developed on (no AVX-512, so fp32), prompts of
         # ~400-1100 tokens (mean ~700): data stages ~20 s; one evaluation of 12 questions with baselines
-        # and the consistency judge ~90 s (~35 s without); the 8-step warm-up ~3 min; one GRPO step of
+        # and the consistency judge ~90 s (~50 s without); the warm-up (16 examples) ~3 min; one GRPO step of
         # 2 prompts x 4 completions 95-165 s (~130 s). Training gets what the fixed stages leave.
         if minutes < 3:
             raise ValueError("the demo needs at least 3 minutes")
@@ -91,7 +96,8 @@ def training_recipe(out: Path, size: DemoSize, model: str) -> dict[str, Any]:
         "dtype": "auto",
         "train_data": str(out / "prompts" / "train.jsonl"),
         "eval_data": None,
-        "format_warmup": {"steps": size.warmup_steps, "batch_size": WARMUP_BATCH, "learning_rate": 1.0e-4},
+        "format_warmup": {"steps": size.warmup_steps, "batch_size": WARMUP_BATCH, "learning_rate": 1.0e-4,
+                          "answers_per_prompt": WARMUP_ANSWERS_PER_PROMPT},
         "rewards": ["format", "accuracy", "consistency"],
         "reference_model": "policy",
         "reward_schedule": {"unit": "step", "stages": [

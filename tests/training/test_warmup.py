@@ -78,6 +78,17 @@ def test_numeric_targets_borrow_another_rows_answer_never_their_own() -> None:
             assert value in {1.0, 2.0, 3.0, 4.0, 5.0}  # same task first: a plausible magnitude
 
 
+def test_answers_per_prompt_is_independent_of_the_batch() -> None:
+    rows = [choice_row(i) for i in range(4)]
+    examples = warmup_examples(rows, steps=8, batch_size=2, seed=3, answers_per_prompt=4)
+    assert len(examples) == 16
+    for start in range(0, 16, 4):  # four visits of four different letters each
+        visit = examples[start:start + 4]
+        assert len({e["prompt"][0]["content"] for e in visit}) == 1
+        assert {parse_answer(completion(e), rows[0].options, "choice") for e in visit} == {"A", "B", "C", "D"}
+    assert WarmupSettings.from_config({"steps": 2, "batch_size": 3}).answers_per_prompt == 3
+
+
 def test_robot_rows_answer_as_double_bracketed_letters() -> None:
     example = warmup_examples([choice_row(0, robot=True)], steps=1, batch_size=1, seed=0)[0]
     assert "<answer>[[" in completion(example)

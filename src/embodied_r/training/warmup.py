@@ -47,7 +47,10 @@ class WarmupSettings:
     """Recipe key ``format_warmup`` (a mapping; null or ``steps: 0`` = no warm-up)."""
 
     steps: int = 0  # optimizer steps of supervised training on templated, random-answer targets
-    batch_size: int = 2  # rows per step
+    batch_size: int = 2  # examples per step
+    # Different answers each visited prompt is trained with (null = batch_size). One per prompt makes the
+    # model answer every prompt with one confident letter; all of the options keep the choice spread.
+    answers_per_prompt: int | None = None
     learning_rate: float = 1.0e-4
     seed: int = 0  # draws the random answers and the row order
     max_length: int = 4096  # tokens of prompt + target; longer rows are refused rather than cut
@@ -65,7 +68,9 @@ class WarmupSettings:
         if unknown:
             raise WarmupError(f"{source}: format_warmup: unknown key(s) {unknown}; valid: {sorted(known)}")
         settings = cls(**value)
-        for name in ("steps", "batch_size", "max_length"):
+        if settings.answers_per_prompt is None:
+            settings.answers_per_prompt = settings.batch_size
+        for name in ("steps", "batch_size", "max_length", "answers_per_prompt"):
             number = getattr(settings, name)
             if not isinstance(number, int) or number < 0 or (name != "steps" and number == 0):
                 raise WarmupError(f"{source}: format_warmup.{name} must be a positive integer, got {number!r}")
@@ -112,9 +117,11 @@ def warmup_targets(row: PromptRow, count: int, rng: random.Random,
             f"<answer>{value}</answer>" for value in _distinct(pool, count, rng)]
 
 
-def warmup_examples(rows: list[PromptRow], steps: int, batch_size: int, seed: int) -> list[dict[str, Any]]:
+def warmup_examples(rows: list[PromptRow], steps: int, batch_size: int, seed: int,
+                    answers_per_prompt: int | None = None) -> list[dict[str, Any]]:
     """``steps * batch_size`` conversational prompt-completion rows. Rows are visited in a shuffled order
-    and each visited row contributes ``batch_size`` examples with *different* answers: trained on one
+    and each visited row contributes ``answers_per_prompt`` (default ``batch_size``) examples with
+    *different* answers: trained on one
     random letter per prompt, the model learns that prompt's letter and answers near-deterministically
     (measured: every later GRPO group then has the same accuracy), while several letters per prompt keep
     the choice spread, so GRPO's groups differ."""
@@ -128,12 +135,13 @@ def warmup_examples(rows: list[PromptRow], steps: int, batch_size: int, seed: in
     order = list(rows)
     examples: list[dict[str, Any]] = []
     total = steps * batch_size
+    per_prompt = answers_per_prompt or batch_size
     while len(examples) < total:
         rng.shuffle(order)
         for row in order:
             if len(examples) >= total:
                 break
-            for target in warmup_targets(row, min(batch_size, total - len(examples)), rng, numbers_by_task):
+            for target in warmup_targets(row, min(per_prompt, total - len(examples)), rng, numbers_by_task):
                 examples.append({"prompt": [dict(m) for m in row.prompt],
                                  "completion": [{"role": "assistant", "content": target}]})
     return examples
@@ -164,7 +172,7 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
             )
         logger.info("format warm-up: reusing %s", final)
         return str(final)
-    examples = warmup_examples(rows, settings.steps, settings.batch_size, settings.seed)
+    examples = warmup_examples(rows, settings.steps, settings.batch_size, settings.seed, settings.answers_per_prompt)
     work = output_dir / WARMUP_DIR / "trainer"
     dtype_name = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}[torch_dtype(dtype)]
     config = SFTConfig(
