@@ -111,3 +111,17 @@ def test_synth_questions_cli(tmp_path) -> None:
     for row in rows:
         check_static_question(row, meta[row["meta"]["scene"]])
     assert main(["synth", "questions", "--meta", str(tmp_path / "missing.json"), "--out", str(out)]) == 2
+
+
+def test_wall_stubs_too_short_for_any_object_are_skipped_not_crashed() -> None:
+    # The 0.4 m wall (the notch of an L-room) cannot hold a bed; drawing it used to raise inside numpy
+    # (uniform with high < low) and abort a whole dataset. These seeds drew such walls.
+    from embodied_r.sim.world.categories import CATEGORIES
+    from embodied_r.sim.world.layout import _candidate
+
+    notch = [(0.0, 0.0), (4.0, 0.0), (4.0, 2.0), (3.6, 2.0), (3.6, 3.0), (0.0, 3.0)]
+    results = [_candidate(np.random.default_rng(seed), CATEGORIES["bed"], notch, 2.8) for seed in range(300)]
+    assert any(r is None for r in results) and any(r is not None for r in results)
+    for index in (61, 70, 132, 165, 196):
+        scene = sample_scene("s", np.random.default_rng([0, index, 0, 0]))
+        assert scene.objects

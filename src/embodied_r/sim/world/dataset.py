@@ -165,9 +165,15 @@ def generate_world(config: WorldConfig, progress: Callable[[str, str], None] | N
     else:
         # spawn: each worker opens its own GL context; forking a process that holds one is unsafe
         with ProcessPoolExecutor(config.workers, mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(render_one, config, i, name) for i, name in enumerate(names)]
+            futures = {pool.submit(render_one, config, i, name): name for i, name in enumerate(names)}
             for future in as_completed(futures):
-                name, status, reason = future.result()
+                try:
+                    name, status, reason = future.result()
+                except Exception as exc:
+                    # A bug, not a bad scene: stop now instead of rendering every queued scene first.
+                    # Finished scenes are on disk; a rerun resumes after the fix.
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise RuntimeError(f"scene {futures[future]!r} failed: {exc!r}") from exc
                 results[name] = (status, reason)
                 if progress:
                     progress(name, status)

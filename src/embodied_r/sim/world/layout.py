@@ -91,7 +91,8 @@ def _walls(polygon: list[tuple[float, float]]) -> list[tuple[np.ndarray, np.ndar
 
 
 def _candidate(rng: np.random.Generator, cat: Category, polygon: list[tuple[float, float]],
-               height: float) -> Box:
+               height: float) -> Box | None:
+    """A random pose for one object of ``cat``, or None when the drawn wall is too short to hold it."""
     length, width, obj_h = _jittered(rng, cat)
     if cat.placement == "floor":
         xs, ys = [p[0] for p in polygon], [p[1] for p in polygon]
@@ -108,8 +109,13 @@ def _candidate(rng: np.random.Generator, cat: Category, polygon: list[tuple[floa
     inward = np.array([-along[1], along[0]])  # polygon is counter-clockwise: left of each edge is inside
     wall_len = float(np.linalg.norm(b - a))
     if wall_len < length + 0.2:
-        length = max(0.3, wall_len - 0.2)
-    offset = float(rng.uniform(length / 2 + 0.1, wall_len - length / 2 - 0.1))
+        length = wall_len - 0.2
+        if length < 0.3:  # a wall stub (the short side of an L-room's notch): nothing fits, draw again
+            return None
+    # Written as start + uniform(0, slack): when the object fills the wall the slack is 0, and the bounds
+    # written the other way round can differ by rounding with high < low, which numpy rejects.
+    slack = max(0.0, wall_len - length - 0.2)
+    offset = length / 2 + 0.1 + float(rng.uniform(0.0, slack))
     gap = 0.01 if cat.placement == "mounted" else 0.03
     center = a + along * offset + inward * (width / 2 + gap)
     elevation = min(cat.elevation, max(0.0, height - obj_h - 0.05))
@@ -149,7 +155,7 @@ def sample_scene(name: str, rng: np.random.Generator, config: LayoutConfig | Non
             for _instance in range(wanted[category]):
                 for _try in range(tries_per_object):
                     box = _candidate(rng, cat, polygon, height)
-                    if not _inside(box, polygon):
+                    if box is None or not _inside(box, polygon):
                         continue
                     if any(boxes_overlap(box, o.box, CLEARANCE / 2) for o in placed):
                         continue
