@@ -16,6 +16,22 @@ def console() -> Any:
     return Console(highlight=False)
 
 
+def add_generation_arguments(parser: Any, limit_help: str) -> None:
+    """``--limit``, ``--batch-size``, ``--max-new-tokens`` and ``--dtype``, as every generating command has them."""
+    parser.add_argument("--limit", type=int, default=None, help=limit_help)
+    parser.add_argument("--batch-size", type=int, default=8, help="prompts per generate() call (default: 8)")
+    parser.add_argument("--max-new-tokens", type=int, default=256, help="completion length cap (default: 256)")
+    parser.add_argument("--dtype", default="auto", help="auto | bfloat16 | float32 (default: auto)")
+
+
+def check_generation_arguments(args: Any) -> None:
+    """Positive ``--limit`` (when given), ``--batch-size`` and ``--max-new-tokens``, or a CLIError."""
+    if args.limit is not None and args.limit <= 0:
+        raise CLIError(f"--limit must be positive, got {args.limit}")
+    if args.batch_size <= 0 or args.max_new_tokens <= 0:
+        raise CLIError("--batch-size and --max-new-tokens must be positive")
+
+
 def print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     from rich.table import Table
 

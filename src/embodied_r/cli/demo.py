@@ -11,9 +11,11 @@ ORDER = 1
 def register(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "demo",
-        help="run the whole pipeline on synthetic data: world -> key frames -> perception -> eval -> format warm-up + GRPO -> eval -> report",
+        help="run the whole pipeline on synthetic data: world -> key frames -> perception -> eval -> "
+        "format warm-up + GRPO -> eval -> report",
         description="Generate a small synthetic egocentric dataset, extract key frames, describe them with the "
-        "oracle perception backend, evaluate the default reasoner, teach it the answer format in a few supervised steps, train it with GRPO (format, accuracy and "
+        "oracle perception backend, evaluate the default reasoner, teach it the answer format in a few "
+        "supervised steps, train it with GRPO (format, accuracy and "
         "logical-consistency rewards in three stages), evaluate again and write a report. Each stage's "
         "output is kept in --out and each stage's command is printed so it can be rerun alone; rerunning "
         "the demo skips finished stages.",

@@ -9,6 +9,8 @@ ORDER = 50
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
+    from embodied_r.cli.common import add_generation_arguments
+
     parser = subparsers.add_parser(
         "eval",
         help="evaluate a reasoning model: batched greedy generation, per-task accuracy, resumable",
@@ -22,10 +24,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--model", default="smollm2-135m-instruct",
                         help="built-in name, local folder or Hugging Face id (default: %(default)s)")
     parser.add_argument("--out", required=True, help="output folder (predictions.jsonl, metrics.json)")
-    parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N questions")
-    parser.add_argument("--batch-size", type=int, default=8, help="prompts per generate() call (default: 8)")
-    parser.add_argument("--max-new-tokens", type=int, default=256, help="completion length cap (default: 256)")
-    parser.add_argument("--dtype", default="auto", help="auto | bfloat16 | float32 (default: auto)")
+    add_generation_arguments(parser, "evaluate only the first N questions")
     parser.add_argument("--engine", default="auto", choices=["auto", "transformers", "vllm"],
                         help="generation engine; auto = vLLM when installed with a GPU (default: %(default)s)")
     parser.add_argument("--prompt-version", default="official-v1", choices=["official-v1", "structured-v1"],
@@ -78,13 +77,10 @@ def perception_source(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from embodied_r.cli.common import CLIError, console
+    from embodied_r.cli.common import CLIError, check_generation_arguments, console
     from embodied_r.evaluation.runner import run_eval
 
-    if args.limit is not None and args.limit <= 0:
-        raise CLIError("--limit must be a positive number")
-    if args.batch_size <= 0 or args.max_new_tokens <= 0:
-        raise CLIError("--batch-size and --max-new-tokens must be positive")
+    check_generation_arguments(args)
     from embodied_r.evaluation.analysis import BASELINES
 
     baselines = [] if args.baselines.strip() == "none" else [b.strip() for b in args.baselines.split(",") if b.strip()]

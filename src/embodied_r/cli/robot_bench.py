@@ -9,6 +9,8 @@ ORDER = 55
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
+    from embodied_r.cli.common import add_generation_arguments
+
     parser = subparsers.add_parser(
         "robot-bench",
         help="answer the open-ended Robot-R1 set (bench.jsonl from `synth robot`) and score it 0-3 with a judge",
@@ -25,10 +27,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                         "model name/path")
     parser.add_argument("--judge-model", default=None, help="model name served at the --judge endpoint")
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    parser.add_argument("--batch-size", type=int, default=8, help="prompts per generate() call (default: 8)")
-    parser.add_argument("--max-new-tokens", type=int, default=256, help="answer length cap (default: 256)")
-    parser.add_argument("--dtype", default="auto", help="auto | bfloat16 | float32 (default: auto)")
+    add_generation_arguments(parser, "only the first N questions")
     return parser
 
 
@@ -49,13 +48,12 @@ def make_judge(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from embodied_r.cli.common import CLIError, console, print_table
+    from embodied_r.cli.common import CLIError, check_generation_arguments, console, print_table
     from embodied_r.sim.robot.bench import run_bench
 
     if not Path(args.data).is_file():
         raise CLIError(f"--data {args.data}: file not found; create it with `embodied-r synth robot --out DIR`")
-    if (args.limit is not None and args.limit <= 0) or args.batch_size <= 0 or args.max_new_tokens <= 0:
-        raise CLIError("--limit, --batch-size and --max-new-tokens must be positive")
+    check_generation_arguments(args)
     judge = make_judge(args)
 
     def engine_factory() -> Any:

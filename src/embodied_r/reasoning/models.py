@@ -123,6 +123,11 @@ def torch_dtype(dtype: str | Any) -> Any:
     return mapping[dtype]
 
 
+def torch_dtype_name(dtype: str | Any) -> str:
+    """``torch_dtype`` as the name ``from_pretrained(dtype=...)`` accepts (``"auto"`` resolved here)."""
+    return str(torch_dtype(dtype)).removeprefix("torch.")
+
+
 def _cpu_has_bf16() -> bool:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:

@@ -32,8 +32,6 @@ from embodied_r.training.callbacks import (
 )
 from embodied_r.training.data import load_prompt_rows, rows_to_dataset
 from embodied_r.training.host_memory import fix_mmap_threshold
-from embodied_r.training.vision import data_dir, processor_for_rows
-from embodied_r.training.warmup import WarmupSettings, run_format_warmup
 from embodied_r.training.recipe import (
     Recipe,
     RecipeError,
@@ -42,6 +40,8 @@ from embodied_r.training.recipe import (
     dump_recipe,
     reward_spec,
 )
+from embodied_r.training.vision import data_dir, processor_for_rows
+from embodied_r.training.warmup import WarmupSettings, run_format_warmup
 
 logger = logging.getLogger(__name__)
 
@@ -102,12 +102,9 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
 
 def resolve_precision(recipe: Recipe) -> tuple[str, bool]:
     """(model dtype name, bf16 autocast flag) for this machine, unless the recipe fixed them."""
-    import torch
+    from embodied_r.reasoning.models import torch_dtype_name
 
-    from embodied_r.reasoning.models import torch_dtype
-
-    resolved = torch_dtype(recipe.dtype)
-    name = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}[resolved]
+    name = torch_dtype_name(recipe.dtype)
     bf16 = recipe.trl.get("bf16")
     if bf16 is None:
         bf16 = name == "bfloat16"

@@ -3,7 +3,7 @@
 glibc serves large allocations with ``mmap`` (given back on free) only above a threshold that it raises
 every time such a block is freed, up to 32 MiB. Training frees activation tensors of tens of MiB every
 step, so after the first step they come from the heap, whose freed pages stay resident: measured on the
-demo's GRPO run (SmolLM2-135M, fp32, 8 completions of ~1,200 tokens), peak RSS grew 5.4 -> 6.6 -> 8.0 GiB
+demo's GRPO run (SmolLM2-135M, fp32, 8 completions of ~1,200 tokens), peak RSS grew 5.3 -> 6.5 -> 7.8 GiB
 over two steps. Fixing the threshold (which also turns the raising off) keeps freed tensors going back to
 the system.
 """

@@ -47,7 +47,7 @@ def processor_for_rows(
             "train_data has images but eval_data is text: held-out scores would not measure the image "
             "policy; set eval_data: null"
         )
-    if getattr(recipe, "completion_prefix", ""):
+    if recipe.completion_prefix:
         raise RecipeError("completion_prefix works with text prompts only; remove it for image rows")
     if processing_class is not None:
         return processing_class

@@ -32,6 +32,7 @@ from embodied_r.io import atomic_write_json, read_json
 from embodied_r.reasoning.parsing import option_letters, option_texts
 from embodied_r.records import PromptRow
 from embodied_r.rewards.text import last_user_text
+from embodied_r.training.data import has_image
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ def warmup_examples(rows: list[PromptRow], steps: int, batch_size: int, seed: in
     random letter per prompt, the model learns that prompt's letter and answers near-deterministically
     (measured: every later GRPO group then has the same accuracy), while several letters per prompt keep
     the choice spread, so GRPO's groups differ."""
-    if any(isinstance(m.get("content"), list) for row in rows for m in row.prompt):
+    if any(has_image(row) for row in rows):
         raise WarmupError("format_warmup supports text prompts only (these rows carry images)")
     rng = random.Random(seed)
     numbers_by_task: dict[str, list[Any]] = {}
@@ -159,7 +160,7 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    from embodied_r.reasoning.models import torch_dtype
+    from embodied_r.reasoning.models import torch_dtype_name
 
     final = warmup_model_dir(output_dir)
     marker = final / "warmup.json"
@@ -174,7 +175,7 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
         return str(final)
     examples = warmup_examples(rows, settings.steps, settings.batch_size, settings.seed, settings.answers_per_prompt)
     work = output_dir / WARMUP_DIR / "trainer"
-    dtype_name = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}[torch_dtype(dtype)]
+    dtype_name = torch_dtype_name(dtype)
     config = SFTConfig(
         output_dir=str(work),
         max_steps=settings.steps,
