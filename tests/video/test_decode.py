@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from embodied_r.video.decode import DecodeReport, VideoError, probe, read_frames_at, sample_frames
-from embodied_r.video.synthetic import write_video
+from embodied_r.video.synthetic import Shot, render_shots, textured_world, write_video
 
 
 @pytest.fixture
@@ -49,6 +49,51 @@ def test_sampled_frames_are_the_frames_at_those_times(
         assert np.abs(frame.astype(int) - expected).mean() < 2.0, timestamp
     assert report.frames_decoded < len(reference)  # it really skipped work
     assert report.warnings == []
+
+
+def test_short_gop_h264_is_decoded_only_up_to_each_kept_frame(
+    tmp_path: Path, opencv_frames: Callable[[Path], list[np.ndarray]]
+) -> None:
+    # 20-frame GOPs with B-frames, sampled every 10th frame without the last: each GOP is needed up to
+    # its second kept frame only (39 of 120 frames decoded here; 66 when whole GOPs were decoded).
+    import av
+
+    path = tmp_path / "short_gop.mp4"
+    frames = render_shots([Shot(textured_world(400, 900, 5), 12, 0.18)], 320, 240, 10)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv420p"
+        stream.codec_context.gop_size = 20
+        stream.options = {"preset": "veryfast", "bf": "3", "sc_threshold": "0"}
+        for frame in frames:
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="bgr24")))
+        container.mux(stream.encode(None))
+    reference = opencv_frames(path)
+    report = DecodeReport()
+    sampled = list(sample_frames(path, 1.0, include_last=False, report=report))
+    assert [round(t, 3) for t, _ in sampled] == [float(s) for s in range(12)]
+    for timestamp, frame in sampled:
+        assert np.abs(frame.astype(int) - reference[round(timestamp * 10)]).mean() < 2.0, timestamp
+    assert report.frames_decoded <= 0.45 * len(reference)
+    assert report.warnings == []
+
+
+def test_decode_plan_stops_each_closed_gop_at_its_last_kept_frame() -> None:
+    from embodied_r.video._pyav_backend import _decode_plan, _Packet
+
+    # Decode order of two closed GOPs with B-frames, shown as I0 B1 B2 P3 B4 B5 P6 | I7 B8 B9 P10.
+    order = [(0, True), (3, False), (1, False), (2, False), (6, False), (4, False), (5, False),
+             (7, True), (10, False), (8, False), (9, False)]
+    packets = [_Packet(pts, key) for pts, key in order]
+    assert _decode_plan(packets, {1}) == ([True] * 3 + [False] * 8, True)
+    assert _decode_plan(packets, {4, 8}) == ([True] * 6 + [False] + [True] * 3 + [False], True)
+    # Open GOP: the key frame I9 is followed in decode order by B7, B8 shown before it (they
+    # reference the previous GOP), so nothing can be skipped safely.
+    open_gop = order[:7] + [(9, True), (7, False), (8, False)]
+    assert _decode_plan([_Packet(p, k) for p, k in open_gop], {1}) == ([True] * 10, True)
+    # No reordering (GOPs 0-3 and 4-7): no skip_frame, same rule.
+    plain = [_Packet(pts, pts % 4 == 0) for pts in range(8)]
+    assert _decode_plan(plain, {2, 4}) == ([True, True, True, False, True, False, False, False], False)
 
 
 def test_gray_frames_match_bgr_converted(pan_mp4v: Path) -> None:

@@ -3,6 +3,7 @@ uniform baseline, agreement with the official pipeline, and matching identical t
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -12,11 +13,9 @@ import pytest
 
 from embodied_r.records import KeyframeSet
 from embodied_r.video.decode import VideoError, sample_frames
-from embodied_r.video.keyframes import (
-    extract_keyframes,
-    mutual_hamming_matches,
-    prefetched,
-)
+from embodied_r.video.keyframes import extract_keyframes, mutual_hamming_matches
+from embodied_r.video.pipeline import mapped_ahead, prefetched
+
 
 def true_overlap(a: int, b: int, speed: float = 0.18, fps: float = 10, width: int = 320,
                  height: int = 240) -> float:
@@ -140,6 +139,38 @@ def test_prefetch_keeps_order_and_reraises_errors() -> None:
     stopped_early = prefetched(iter(range(1000)), 2)
     assert next(stopped_early) == 0
     stopped_early.close()  # must not hang on the producer
+
+
+def test_mapped_ahead_keeps_order_reraises_errors_and_stops_early() -> None:
+    def uneven_square(x: int) -> int:
+        time.sleep(0.002 * (x % 3))  # later items often finish first on the worker threads
+        return x * x
+
+    assert list(mapped_ahead(uneven_square, range(40), threads=3, depth=5)) == [x * x for x in range(40)]
+    assert list(mapped_ahead(uneven_square, range(5), threads=0, depth=0)) == [0, 1, 4, 9, 16]
+
+    def fails_at_seven(x: int) -> int:
+        if x == 7:
+            raise VideoError("seven")
+        return x
+
+    consumed = []
+    with pytest.raises(VideoError, match="seven"):
+        for item in mapped_ahead(fails_at_seven, range(20), threads=2, depth=4):
+            consumed.append(item)
+    assert consumed == list(range(7))
+    stopped_early = mapped_ahead(uneven_square, iter(range(1000)), threads=2, depth=4)
+    assert next(stopped_early) == 0
+    stopped_early.close()  # must not wait for the 999 others
+
+
+@pytest.mark.parametrize("fixture", ["pan_mp4v", "pan_h264", "cut_video"])
+def test_threads_do_not_change_the_key_frames(fixture: str, request: pytest.FixtureRequest) -> None:
+    path = request.getfixturevalue(fixture)
+    serial = extract_keyframes(path, prefetch=0, feature_threads=0)
+    threaded = extract_keyframes(path, prefetch=4, feature_threads=3)
+    assert threaded.frames == serial.frames
+    assert len(serial.frames) >= 4
 
 
 def test_featureless_frames_that_differ_are_new_views(tmp_path: Path) -> None:

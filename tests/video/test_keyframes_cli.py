@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,6 +51,56 @@ def test_keyframes_cli_writes_results_isolates_failures_and_resumes(
                  "--max-frames", "4"]) == 0
     uniform = json.loads((out / "pan.keyframes.json").read_text())
     assert [f["timestamp"] for f in uniform["frames"]] == [0.0, 4.0, 8.0, 11.9]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
+def test_workers_are_forked_only_from_a_parent_without_opencv_or_threads() -> None:
+    ask = "from embodied_r.video.batch import worker_context; print(worker_context().get_start_method())"
+
+    def start_method(before: str) -> str:
+        command = [sys.executable, "-c", before + ask]
+        return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
+
+    assert start_method("") == "fork"
+    assert start_method("import cv2; ") == "spawn"
+    assert start_method("import threading, time; "
+                        "threading.Thread(target=time.sleep, args=(5,), daemon=True).start(); ") == "spawn"
+
+
+@pytest.mark.timeout(120)
+def test_cli_in_a_fresh_process_with_workers_gives_the_in_process_key_frames(
+    tmp_path: Path, pan_mp4v: Path, pan_h264: Path, cut_video: Path
+) -> None:
+    # A fresh `embodied-r keyframes` process has not loaded OpenCV, so on Linux its workers are forked.
+    from embodied_r.video.keyframes import extract_keyframes
+
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for source in (pan_mp4v, pan_h264, cut_video):
+        shutil.copy(source, videos / source.name)
+    out = tmp_path / "out"
+    # The CLI's main() in a fresh interpreter, reporting the start method the batch runner picked.
+    script = (
+        "import sys\n"
+        "from embodied_r.video import batch\n"
+        "picked = batch.worker_context\n"
+        "def reporting():\n"
+        "    context = picked()\n"
+        "    print('start method:', context.get_start_method(), flush=True)\n"
+        "    return context\n"
+        "batch.worker_context = reporting\n"
+        "from embodied_r.cli.main import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, "keyframes", str(videos), "--out", str(out),
+                           "--workers", "2"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3 done" in done.stdout
+    expected = "fork" if sys.platform.startswith("linux") else "spawn"
+    assert f"start method: {expected}" in done.stdout
+    for video in sorted(videos.iterdir()):
+        written = KeyframeSet.from_dict(json.loads((out / f"{video.stem}.keyframes.json").read_text()))
+        assert written.frames == extract_keyframes(video).frames, video.name
 
 
 def test_keyframes_cli_rejects_bad_arguments(tmp_path: Path, pan_mp4v: Path,

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from embodied_r.cli.common import CLIError, console, print_table
-    from embodied_r.video.batch import KeyframeJob, expand_inputs, is_done, output_path, run_batch
+    from embodied_r.video.batch import KeyframeJob, expand_inputs, is_done, output_path
 
     _check_options(args, CLIError)
     missing = [v for v in args.videos if not Path(v).exists()]
@@ -98,7 +98,15 @@ def _run_with_progress(todo: list[Any], out_dir: Any, job: Any, workers: int) ->
 
     if not todo:
         return []
+    # No refresh thread (auto_refresh=False): it redraws on each finished video instead, and the batch
+    # runner may then fork its workers (see video.batch.worker_context).
     with Progress(TextColumn("key frames"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  transient=True) as progress:
+                  transient=True, auto_refresh=False) as progress:
         task = progress.add_task("videos", total=len(todo))
-        return run_batch(todo, out_dir, job, workers, on_result=lambda _row: progress.advance(task))
+        progress.refresh()
+
+        def advance(_row: dict[str, Any]) -> None:
+            progress.advance(task)
+            progress.refresh()
+
+        return run_batch(todo, out_dir, job, workers, on_result=advance)

@@ -15,7 +15,10 @@ from embodied_r.video.decode import Color, DecodeReport, VideoError, VideoInfo, 
 from embodied_r.video.sampling import pick_nearest, select_indices
 
 
-DECODER_THREADS = 0  # 0: FFmpeg picks one thread per core
+# One decoding thread: measured on H.264 with B-frames (benchmarks/keyframes.py), FFmpeg's frame
+# threading bought 6 % wall for 33 % more CPU when decoding alone, and made key-frame extraction 1.5x
+# slower, because ORB runs on the other cores meanwhile (0 lets FFmpeg pick one thread per core).
+DECODER_THREADS = 1
 
 
 def probe(path: Path) -> VideoInfo:
@@ -52,9 +55,8 @@ def _open(path: Path) -> tuple[Any, Any]:
         container.close()
         raise VideoError(f"{path}: contains no video stream (no frames, or audio/data only)")
     stream = container.streams.video[0]
-    # Frame threading decodes several frames at once (H.264 is otherwise single-threaded); the delay
-    # it adds to the output is harmless because kept frames are matched by pts and the decoder is
-    # flushed at the end. Batch workers set DECODER_THREADS = 1 to avoid oversubscribing the cores.
+    # With DECODER_THREADS != 1, frame threading delays the output; harmless, because kept frames are
+    # matched by pts and the decoder is flushed at the end.
     stream.codec_context.thread_type = "AUTO"
     stream.codec_context.thread_count = DECODER_THREADS
     return container, stream
@@ -177,18 +179,17 @@ def _decode_plan(packets: list[_Packet], chosen_pts: set[int]) -> tuple[list[boo
         if packet.keyframe or index == 0:
             gop += 1
         gop_of.append(gop)
-    if not reordered:
-        need = [False] * n
-        for index in range(n - 1, -1, -1):  # backwards: a chosen frame needs its GOP up to itself
-            if packets[index].pts in chosen_pts:
-                need[index] = True
-            elif index + 1 < n and need[index + 1] and gop_of[index + 1] == gop_of[index]:
-                need[index] = True
-        return need, False
-    if _has_open_gop(packets, gop_of):
+    if reordered and _has_open_gop(packets, gop_of):
         return [True] * n, True
-    wanted_gops = {gop_of[i] for i, p in enumerate(packets) if p.pts in chosen_pts}
-    return [gop_of[i] in wanted_gops for i in range(n)], True
+    # In a closed GOP a frame only references frames decoded before it, so a chosen frame needs its
+    # GOP from the key frame up to its own packet in decode order; the rest of the GOP is skipped.
+    need = [False] * n
+    for index in range(n - 1, -1, -1):
+        if packets[index].pts in chosen_pts:
+            need[index] = True
+        elif index + 1 < n and need[index + 1] and gop_of[index + 1] == gop_of[index]:
+            need[index] = True
+    return need, reordered
 
 
 def _has_open_gop(packets: list[_Packet], gop_of: list[int]) -> bool:

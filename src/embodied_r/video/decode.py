@@ -5,11 +5,12 @@ video twice: a cheap demux pass (packets only, no decoding) learns every frame's
 frames start a group of pictures (GOP); the frames to keep are chosen from those timestamps; the
 second pass decodes only what those frames depend on:
 
-* no frame reordering (MPEG-4 part 2, H.264 without B-frames: most cameras and ``cv2.VideoWriter``):
-  each kept frame needs its GOP from the key frame up to itself; GOPs with nothing to keep are skipped;
-* reordering (B-frames): every GOP holding a kept frame is decoded, with FFmpeg's ``skip_frame`` set
-  to drop the non-reference frames that are not kept (nothing depends on those). Open GOPs, whose
-  leading frames reference the previous GOP, are never skipped.
+* each kept frame needs its GOP from the key frame up to its own packet in decode order (a frame of a
+  closed GOP only references frames decoded before it); GOPs with nothing to keep are skipped, and so
+  is the rest of a GOP after its last kept frame;
+* with frame reordering (B-frames), FFmpeg's ``skip_frame`` also drops the non-reference frames that
+  are not kept (nothing depends on those). Open GOPs, whose leading frames reference the previous
+  GOP, are decoded whole.
 
 Only the kept frames are converted to BGR or gray; the rest stay in the decoder's own format.
 Timestamps are seconds from the first presented frame; frames come out upright (the container's
