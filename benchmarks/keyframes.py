@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", default="640x360", help="generated video size (640x360)")
     parser.add_argument("--fps", type=float, default=30)
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--folder", type=int, default=4, help="videos in the folder run (0 to skip)")
+    parser.add_argument("--folder", type=int, default=8, help="videos in the folder run (8; 0 to skip)")
     parser.add_argument("--folder-seconds", type=float, default=60)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "embodied_r_bench_videos")
