@@ -50,6 +50,7 @@ def test_training_changes_parameters_and_switches_stages(tiny_recipe, tiny_lm_di
             eval_data=str(tiny_recipe_dir(tiny_recipe) / "heldout.jsonl"),
             eval_max_new_tokens=8,
             save_steps=100,
+            report_to="tensorboard",
         )
     )
     judge = AgreeingJudge()
@@ -78,6 +79,15 @@ def test_training_changes_parameters_and_switches_stages(tiny_recipe, tiny_lm_di
             sum(parts) + r["reward_weight/consistency"] * (r["rewards/consistency/mean"] or 0.0), abs=1e-5
         )
         assert 0.0 <= r["zero_variance_groups/format"] <= 1.0 and "time/generation_s" in r
+
+    # TensorBoard gets the consistency curve from the step it is judged, and no None before that.
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (events_file,) = run.rglob("events.out.tfevents.*")
+    events = EventAccumulator(str(events_file))
+    events.Reload()
+    assert [e.step for e in events.Scalars("train/rewards/format/mean")] == [1, 2, 3, 4, 5]
+    assert [e.step for e in events.Scalars("train/rewards/consistency/mean")] == [5]
 
     samples = read_jsonl(run / "samples.jsonl")
     assert len(samples) == 10 and set(samples[0]["rewards"]) == {
@@ -128,3 +138,50 @@ def test_lora_option_trains_an_adapter(tiny_recipe, varying_reward) -> None:
     adapter = load_file(str(recipe.output_dir / "final" / "adapter_model.safetensors"))
     lora_b = [t for name, t in adapter.items() if "lora_B" in name]
     assert lora_b and any(t.abs().sum() > 0 for t in lora_b)  # B starts at zero; a step moved it
+
+
+class RecordingWriter:
+    def __init__(self) -> None:
+        self.scalars: list[tuple[str, float, int]] = []
+
+    def add_scalar(self, tag: str, value: float, step: int) -> None:
+        self.scalars.append((tag, value, step))
+
+    def add_text(self, tag: str, value: str, step: int) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_tensorboard_skips_unset_metrics_without_warnings(quiet: bool) -> None:
+    import logging
+    from types import SimpleNamespace
+
+    from transformers.integrations import TensorBoardCallback
+
+    from embodied_r.training.callbacks import SetMetricsTensorBoard
+
+    writer = RecordingWriter()
+    callback = (SetMetricsTensorBoard if quiet else TensorBoardCallback)(tb_writer=writer)
+    warnings: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            warnings.append(record.getMessage())
+
+    # transformers' loggers do not propagate to the root logger, so listen on its own.
+    hf_logger = logging.getLogger("transformers.integrations.integration_utils")
+    handler = Collect(level=logging.WARNING)
+    hf_logger.addHandler(handler)
+    try:
+        state = SimpleNamespace(is_world_process_zero=True, global_step=3)
+        logs = {"rewards/format/mean": 0.5, "rewards/consistency/mean": None, "loss": 0.1}
+        callback.on_log(None, state, None, logs=logs)
+    finally:
+        hf_logger.removeHandler(handler)
+    assert ("train/rewards/format/mean", 0.5, 3) in writer.scalars
+    assert not any("consistency" in tag for tag, _, _ in writer.scalars)
+    # The stock callback warns about the None (the reason for ours); ours says nothing.
+    assert bool(warnings) is not quiet, warnings

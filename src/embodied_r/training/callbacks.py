@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
+from transformers.integrations import TensorBoardCallback
 
 from embodied_r.io import JsonlAppender
 
@@ -84,6 +85,26 @@ class StepTimer(TrainerCallback):
 # ---------------------------------------------------------------------------------------------------
 # Metrics and sample completions as JSON Lines
 # ---------------------------------------------------------------------------------------------------
+
+
+class SetMetricsTensorBoard(TensorBoardCallback):
+    """TensorBoard logging that skips unset (None) metrics instead of warning about each.
+
+    TRL logs a reward function's mean and std as None when the function returned None for every
+    completion (the consistency reward before its stage); TensorBoard cannot plot None, and the stock
+    callback warns twice per logging step. ``metrics.jsonl`` still records the None.
+    """
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
+               **kwargs: Any) -> None:
+        kept = {key: value for key, value in (logs or {}).items() if value is not None}
+        super().on_log(args, state, control, logs=kept, **kwargs)
+
+
+def quiet_tensorboard(trainer: Any) -> None:
+    """Swap the Trainer's stock TensorBoard callback (if ``report_to`` has one) for the one above."""
+    if trainer.pop_callback(TensorBoardCallback) is not None:
+        trainer.add_callback(SetMetricsTensorBoard())
 
 
 class MetricsJsonl(TrainerCallback):

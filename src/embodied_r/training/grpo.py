@@ -27,6 +27,7 @@ from embodied_r.training.callbacks import (
     EvalCallback,
     MetricsJsonl,
     StepTimer,
+    quiet_tensorboard,
     record_samples,
     zero_variance_shares,
 )
@@ -62,7 +63,9 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
         prompt_ids, images, multimodal_fields = super()._tokenize_prompts(prompts)
         if self.completion_prefix:
             if multimodal_fields:
-                raise RecipeError("completion_prefix supports text-only prompts (this batch has image inputs)")
+                raise RecipeError(
+                    "completion_prefix supports text-only prompts (this batch has image inputs)"
+                )
             extra = self._tokenizer(self.completion_prefix, add_special_tokens=False)["input_ids"]
             prompt_ids = [list(ids) + list(extra) for ids in prompt_ids]
         return prompt_ids, images, multimodal_fields
@@ -261,6 +264,7 @@ def build_trainer(
             evaluator = None
     if schedule is not None:
         trainer.add_callback(make_schedule_callback(schedule, trainer))
+    quiet_tensorboard(trainer)
     timer = StepTimer().attach(trainer)
     context = {
         "rows": len(rows),
