@@ -53,6 +53,17 @@ def test_keyframes_cli_writes_results_isolates_failures_and_resumes(
     assert [f["timestamp"] for f in uniform["frames"]] == [0.0, 4.0, 8.0, 11.9]
 
 
+@pytest.mark.timeout(120)
+def test_batch_with_workers_ticks_while_it_waits(tmp_path: Path, pan_mp4v: Path, cut_video: Path) -> None:
+    from embodied_r.video.batch import KeyframeJob, run_batch
+
+    ticks: list[int] = []
+    rows = run_batch([pan_mp4v, cut_video], tmp_path / "out", KeyframeJob(), workers=2,
+                     on_tick=lambda: ticks.append(1), tick_seconds=0.05)
+    assert sorted(Path(r["video"]).name for r in rows if r["ok"]) == ["cut.mp4", "pan_mp4v.mp4"]
+    assert len(ticks) >= 2  # worker start-up alone takes longer than two ticks
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
 def test_workers_are_forked_only_from_a_parent_without_opencv_or_threads() -> None:
     ask = "from embodied_r.video.batch import worker_context; print(worker_context().get_start_method())"

@@ -98,10 +98,11 @@ def _run_with_progress(todo: list[Any], out_dir: Any, job: Any, workers: int) ->
 
     if not todo:
         return []
-    # No refresh thread (auto_refresh=False): it redraws on each finished video instead, and the batch
-    # runner may then fork its workers (see video.batch.worker_context).
+    # With worker processes the bar has no refresh thread of its own (the batch runner redraws it while
+    # it waits), so that the workers can be forked (see video.batch.worker_context).
+    parallel = workers > 1 and len(todo) > 1
     with Progress(TextColumn("key frames"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  transient=True, auto_refresh=False) as progress:
+                  transient=True, auto_refresh=not parallel) as progress:
         task = progress.add_task("videos", total=len(todo))
         progress.refresh()
 
@@ -109,4 +110,4 @@ def _run_with_progress(todo: list[Any], out_dir: Any, job: Any, workers: int) ->
             progress.advance(task)
             progress.refresh()
 
-        return run_batch(todo, out_dir, job, workers, on_result=advance)
+        return run_batch(todo, out_dir, job, workers, on_result=advance, on_tick=progress.refresh)

@@ -13,7 +13,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -155,9 +155,15 @@ def run_batch(
     job: KeyframeJob,
     workers: int = 1,
     on_result: Callable[[dict[str, Any]], None] | None = None,
+    on_tick: Callable[[], None] | None = None,
+    tick_seconds: float = 0.5,
 ) -> list[dict[str, Any]]:
     """Process ``videos`` (already filtered to those not done); failures go to ``failures.jsonl``
-    as they happen and the file is rewritten at the end to list only this run's failures."""
+    as they happen and the file is rewritten at the end to list only this run's failures.
+
+    With worker processes, ``on_tick`` is called at least every ``tick_seconds`` while they work (a
+    progress display can redraw from this thread instead of from its own, which would stop the
+    workers from being forked)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     failures_path = out_dir / FAILURES_FILE
     failures_path.unlink(missing_ok=True)
@@ -181,9 +187,13 @@ def run_batch(
             # Largest files first (size: a free proxy for the work), so that a long video does not
             # start last and run alone at the end.
             ordered = sorted(videos, key=_size_or_zero, reverse=True)
-            futures = {pool.submit(process_video, str(v), str(out_dir), job): v for v in ordered}
-            for future in as_completed(futures):
-                record(future.result())
+            pending = {pool.submit(process_video, str(v), str(out_dir), job) for v in ordered}
+            while pending:
+                finished, pending = wait(pending, timeout=tick_seconds, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    record(future.result())
+                if on_tick is not None:
+                    on_tick()
     failed = [r for r in results if not r["ok"]]
     if failed:
         write_jsonl(failures_path, [{"video": r["video"], "error": r["error"], "settings": asdict(job)}
