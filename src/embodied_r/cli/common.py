@@ -17,10 +17,12 @@ def console() -> Any:
 
 
 def add_generation_arguments(parser: Any, limit_help: str) -> None:
-    """``--limit``, ``--batch-size``, ``--max-new-tokens`` and ``--dtype``, as every generating command has them."""
+    """``--limit``, ``--batch-size``, ``--max-new-tokens`` and ``--dtype``, as every generating command
+    has them."""
     parser.add_argument("--limit", type=int, default=None, help=limit_help)
     parser.add_argument("--batch-size", type=int, default=8, help="prompts per generate() call (default: 8)")
-    parser.add_argument("--max-new-tokens", type=int, default=256, help="completion length cap (default: 256)")
+    parser.add_argument("--max-new-tokens", type=int, default=256,
+                        help="completion length cap (default: 256)")
     parser.add_argument("--dtype", default="auto", help="auto | bfloat16 | float32 (default: auto)")
 
 

@@ -94,13 +94,13 @@ def _check_unique_outputs(videos: list[Any], out_dir: Any, output_path: Any, err
 def _run_with_progress(todo: list[Any], out_dir: Any, job: Any, workers: int) -> list[dict[str, Any]]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from embodied_r.video.batch import run_batch
+    from embodied_r.video.batch import run_batch, uses_workers
 
     if not todo:
         return []
     # With worker processes the bar has no refresh thread of its own (the batch runner redraws it while
     # it waits), so that the workers can be forked (see video.batch.worker_context).
-    parallel = workers > 1 and len(todo) > 1
+    parallel = uses_workers(workers, len(todo))
     with Progress(TextColumn("key frames"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   transient=True, auto_refresh=not parallel) as progress:
         task = progress.add_task("videos", total=len(todo))

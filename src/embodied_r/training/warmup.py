@@ -122,10 +122,9 @@ def warmup_examples(rows: list[PromptRow], steps: int, batch_size: int, seed: in
                     answers_per_prompt: int | None = None) -> list[dict[str, Any]]:
     """``steps * batch_size`` conversational prompt-completion rows. Rows are visited in a shuffled order
     and each visited row contributes ``answers_per_prompt`` (default ``batch_size``) examples with
-    *different* answers: trained on one
-    random letter per prompt, the model learns that prompt's letter and answers near-deterministically
-    (measured: every later GRPO group then has the same accuracy), while several letters per prompt keep
-    the choice spread, so GRPO's groups differ."""
+    *different* answers: trained on one random letter per prompt, the model learns that prompt's letter
+    and answers near-deterministically (measured: every later GRPO group then has the same accuracy),
+    while several letters per prompt keep the choice spread, so GRPO's groups differ."""
     if any(has_image(row) for row in rows):
         raise WarmupError("format_warmup supports text prompts only (these rows carry images)")
     rng = random.Random(seed)
@@ -173,7 +172,8 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
             )
         logger.info("format warm-up: reusing %s", final)
         return str(final)
-    examples = warmup_examples(rows, settings.steps, settings.batch_size, settings.seed, settings.answers_per_prompt)
+    examples = warmup_examples(rows, settings.steps, settings.batch_size, settings.seed,
+                               settings.answers_per_prompt)
     work = output_dir / WARMUP_DIR / "trainer"
     dtype_name = torch_dtype_name(dtype)
     config = SFTConfig(

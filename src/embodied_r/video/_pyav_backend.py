@@ -15,9 +15,9 @@ from embodied_r.video.decode import Color, DecodeReport, VideoError, VideoInfo, 
 from embodied_r.video.sampling import pick_nearest, select_indices
 
 
-# One decoding thread: measured on H.264 with B-frames (benchmarks/keyframes.py), FFmpeg's frame
-# threading bought 6 % wall for 33 % more CPU when decoding alone, and made key-frame extraction 1.5x
-# slower, because ORB runs on the other cores meanwhile (0 lets FFmpeg pick one thread per core).
+# One decoding thread: on H.264 with B-frames FFmpeg's frame threading made key-frame extraction
+# 1.3x slower (benchmarks/keyframes.py, row "ours, FFmpeg threads"), because ORB runs on the other
+# cores meanwhile (0 lets FFmpeg pick one thread per core).
 DECODER_THREADS = 1
 
 

@@ -118,16 +118,20 @@ def _save_images(video: Path, out_dir: Path, timestamps: list[float], quality: i
     return names
 
 
+def uses_workers(workers: int, videos: int) -> bool:
+    """Whether :func:`run_batch` starts worker processes for this many videos."""
+    return workers > 1 and videos > 1
+
+
 def _configure_worker() -> None:
-    # One process per core already: OpenCV's and FFmpeg's own threads would only oversubscribe the
-    # cores. The extractor keeps its decoding thread and one ORB thread, which pick up the idle core
-    # when the other worker has run out of videos.
+    # One process per core already: OpenCV's own threads would only oversubscribe the cores (FFmpeg
+    # decodes on one thread by default). The extractor keeps its decoding thread and one ORB thread,
+    # which pick up the idle core when the other worker has run out of videos.
     import cv2
 
-    from embodied_r.video import _pyav_backend, keyframes
+    from embodied_r.video import keyframes
 
     cv2.setNumThreads(1)
-    _pyav_backend.DECODER_THREADS = 1
     keyframes.FEATURE_THREADS = 1
 
 
@@ -178,7 +182,7 @@ def run_batch(
         if on_result is not None:
             on_result(row)
 
-    if workers <= 1 or len(videos) <= 1:
+    if not uses_workers(workers, len(videos)):
         for video in videos:
             record(process_video(str(video), str(out_dir), job))
     else:

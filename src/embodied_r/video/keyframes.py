@@ -38,9 +38,8 @@ logger = logging.getLogger(__name__)
 
 Strategy = Literal["orb", "uniform"]
 STRATEGIES: tuple[str, ...] = ("orb", "uniform")
-# How far the pipeline runs ahead of the matching: frames decoded ahead on a thread, and threads
-# computing ORB features (``extract_keyframes`` defaults; batch workers lower them, see video.batch).
-PREFETCH_FRAMES = 4
+# Threads computing ORB features ahead of the matching (``extract_keyframes`` default; batch workers,
+# one process per core, use 1: see video.batch).
 FEATURE_THREADS = 2
 
 
@@ -214,7 +213,7 @@ def extract_keyframes(
     *,
     settings: OrbSettings = OrbSettings(),
     backend: Backend = "auto",
-    prefetch: int | None = None,
+    prefetch: int = 4,
     feature_threads: int | None = None,
 ) -> KeyframeSet:
     """Key frames of one video as a :class:`KeyframeSet` (timestamps in seconds from the first frame).
@@ -222,8 +221,8 @@ def extract_keyframes(
     Raises :class:`~embodied_r.video.decode.VideoError` for a missing/unreadable video; a truncated or
     partly corrupt one gives the key frames of what could be decoded, with warnings in ``meta``.
     ``prefetch`` frames are decoded ahead in a thread (0: no thread) and ``feature_threads`` threads
-    compute ORB features while the current frame is matched (defaults: :data:`PREFETCH_FRAMES`,
-    :data:`FEATURE_THREADS`); the key frames are the same either way.
+    compute ORB features while the current frame is matched (default :data:`FEATURE_THREADS`); the
+    key frames are the same either way.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
@@ -236,9 +235,8 @@ def extract_keyframes(
     report = DecodeReport()
     gray = sample_frames(path, sample_fps, color="gray", backend=backend, report=report)
     if strategy == "orb":
-        ahead = PREFETCH_FRAMES if prefetch is None else prefetch
         threads = FEATURE_THREADS if feature_threads is None else feature_threads
-        times, keys = select_keyframes(prefetched(gray, ahead), threshold, settings, threads)
+        times, keys = select_keyframes(prefetched(gray, prefetch), threshold, settings, threads)
     else:
         times = [timestamp for timestamp, _ in gray]
         keys = [(i, None) for i in range(len(times))]
