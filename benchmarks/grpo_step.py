@@ -91,7 +91,7 @@ def ours(model_path: str, args: argparse.Namespace, out: Path) -> tuple[list[dic
 
 def judge_full_batch(judge: Any, args: argparse.Namespace) -> float:
     """Seconds for one reference call on a whole step's completions with maximal think texts."""
-    from embodied_r.rewards.consistency import question_for_judge
+    from embodied_r.inference.judges import question_for_judge
     from embodied_r.training.data import toy_prompt_rows
 
     rows = [r for r in toy_prompt_rows(args.rows) if r.answer_type == "choice"]

@@ -74,6 +74,8 @@ def test_direct_rows_keep_the_user_text() -> None:
 class FakeJudge:
     """Answers with the last option letter the reasoning mentions (or None); records what it saw."""
 
+    sees_letters = True  # the official rule: this stub reads letters, so they must reach it
+
     def __init__(self) -> None:
         self.calls: list[tuple[list[str], list[str]]] = []
 

@@ -9,8 +9,8 @@ import pytest
 
 from embodied_r.reasoning.prompts import build_reasoner_messages
 from embodied_r.rewards import get_reward
-from embodied_r.rewards.consistency import (
-    ConsistencyReward,
+from embodied_r.rewards.consistency import ConsistencyReward
+from embodied_r.inference.judges import (
     JudgeError,
     OpenAIJudge,
     ReferenceJudge,
@@ -23,17 +23,21 @@ PROMPT = build_reasoner_messages([{"delta": "A chair is on the right."}], "Where
 
 
 class ReadingJudge:
-    """A deterministic stand-in for a reference model: it follows what the reasoning says."""
+    """A stand-in for a reference model that reads content: it answers the option whose text the
+    reasoning mentions last, else the letter the reasoning names, else A (a judge always answers)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sees_letters: bool = False) -> None:
+        self.sees_letters = sees_letters
         self.calls: list[tuple[list[str], list[str]]] = []
 
     def judge(self, questions, thinks, options):
         self.calls.append((list(questions), list(thinks)))
         out = []
         for think, opts in zip(thinks, options):
-            match = re.search(r"so it is ([A-H])\b", think)
-            out.append(match.group(1) if match else None)
+            texts = {o.split(". ", 1)[1]: o[0] for o in opts}
+            found = [(think.rfind(text), letter) for text, letter in texts.items() if text in think]
+            named = re.search(r"option ([A-H])\b", think)
+            out.append(max(found)[1] if found else named.group(1) if named else "A")
         return out
 
 
@@ -61,7 +65,7 @@ def test_rewards_reasoning_that_leads_to_the_answer_not_one_that_contradicts_it(
     completions = [
         "<think>The chair is on the right, so it is B</think><answer>B</answer>",  # consistent, correct
         "<think>The chair is on the left, so it is A</think><answer>B</answer>",  # contradicts its answer
-        "<think>so it is A</think><answer>A</answer>",  # consistent but wrong
+        "<think>it is left</think><answer>A</answer>",  # consistent but wrong
         "<answer>B</answer>",  # no reasoning
     ]
     assert run(reward, completions, ["B"] * 4) == [1.0, 0.0, 0.0, 0.0]
@@ -71,7 +75,7 @@ def test_rewards_reasoning_that_leads_to_the_answer_not_one_that_contradicts_it(
 
 def test_judge_sees_the_question_and_choices_but_not_the_scene() -> None:
     judge = ReadingJudge()
-    run(ConsistencyReward(judge), ["<think>so it is B</think><answer>B</answer>"], ["B"])
+    run(ConsistencyReward(judge), ["<think>it is right</think><answer>B</answer>"], ["B"])
     question = judge.calls[0][0][0]
     assert question.startswith("Question: Where is the chair?") and "B. right" in question
     assert "Frame 0" not in question and "chair is on the right" not in question
@@ -83,7 +87,7 @@ def test_not_applicable_rows_and_unweighted_stage_return_none() -> None:
     assert run(reward, ["<think>x</think><answer>3</answer>"], ["3"], ["number"]) == [None]
     reward.set_weight(0.0)  # stages 1-2 of the paper: no reference compute at all
     judge = reward.judge
-    assert run(reward, ["<think>so it is B</think><answer>B</answer>"], ["B"]) == [None]
+    assert run(reward, ["<think>it is right</think><answer>B</answer>"], ["B"]) == [None]
     assert judge.calls == []
 
 
@@ -115,7 +119,7 @@ def test_unreachable_endpoint_fails_before_training() -> None:
 def test_factory_in_the_table_takes_a_judge() -> None:
     reward = get_reward("consistency", judge=ReadingJudge(), gate=False)
     assert reward.__name__ == "consistency"
-    assert run(reward, ["<think>so it is A</think><answer>A</answer>"], ["B"]) == [1.0]  # ungated
+    assert run(reward, ["<think>on the left</think><answer>A</answer>"], ["B"]) == [1.0]  # ungated
 
 
 def test_reference_judge_answers_with_option_letters(tiny_lm_dir) -> None:
@@ -134,3 +138,31 @@ def test_reference_judge_answers_with_option_letters(tiny_lm_dir) -> None:
     for batched, alone in zip(scores, single):
         assert batched == pytest.approx(alone, abs=1e-3)
     assert all(not p.requires_grad for p in judge.model.parameters())
+
+
+def test_naming_the_letter_is_not_paid_by_default_but_content_is() -> None:
+    letter_only = "<think>I choose option B.</think><answer>B</answer>"
+    by_content = "<think>The chair was seen on the right side.</think><answer>B</answer>"
+    blind, official = ReadingJudge(), ReadingJudge(sees_letters=True)
+    assert run(ConsistencyReward(blind), [letter_only, by_content], ["B", "B"]) == [0.0, 1.0]
+    assert "option [masked]" in blind.calls[0][1][0]  # the judge never saw the letter
+    assert run(ConsistencyReward(official), [letter_only, by_content], ["B", "B"]) == [1.0, 1.0]
+
+
+def test_an_unreadable_completion_drops_its_whole_group() -> None:
+    class PartlyBlind(ReadingJudge):
+        def judge(self, questions, thinks, options):
+            letters = super().judge(questions, thinks, options)
+            return [None if "too long" in t else letter for t, letter in zip(thinks, letters)]
+
+    reward = ConsistencyReward(PartlyBlind(), num_generations=2)
+    metrics: dict = {}
+    completions = [
+        "<think>right</think><answer>B</answer>",
+        "<think>too long right</think><answer>B</answer>",  # the judge cannot read it
+        "<think>right</think><answer>B</answer>",
+        "<think>left</think><answer>B</answer>",
+    ]
+    # Group 0 (rows 0-1) is dropped whole; group 1 is measured; never a 0 for the unread row.
+    assert run(reward, completions, ["B"] * 4, metrics=metrics) == [None, None, 1.0, 0.0]
+    assert metrics["consistency/not_judged_rows"] == [2.0] and reward.rows_not_judged == 2

@@ -51,6 +51,7 @@ def test_training_changes_parameters_and_switches_stages(tiny_recipe, tiny_lm_di
             eval_max_new_tokens=8,
             save_steps=100,
             report_to="tensorboard",
+            allow_weak_judge=True,  # a constant judge on 4 toy rows: the probe cannot vouch for it
         )
     )
     judge = AgreeingJudge()
@@ -101,6 +102,9 @@ def test_training_changes_parameters_and_switches_stages(tiny_recipe, tiny_lm_di
     resolved = (run / "resolved_recipe.yaml").read_text(encoding="utf-8")
     assert "reward_schedule" in resolved and "max_steps: 5" in resolved
     assert json.loads((run / "grpo_config.json").read_text())["reward_functions"][-1] == "consistency"
+    probe = json.loads((run / "judge_probe.json").read_text())
+    assert probe["passed"] is False and probe["allowed_weak"] is True and "probe not run" in probe["message"]
+    assert summary["judge_probe"]["allowed_weak"] is True and summary["schedule_unreached"] == []
 
 
 def test_cli_train_then_resume_keeps_the_stage(tiny_recipe, capsys) -> None:
@@ -109,7 +113,8 @@ def test_cli_train_then_resume_keeps_the_stage(tiny_recipe, capsys) -> None:
         {"start": 1, "weights": {"format": 1.0, "accuracy": 0.0, "consistency": 0.0}},
         {"start": 2, "weights": {"format": 0.2, "accuracy": 0.6, "consistency": 0.2}},
     ]
-    recipe = tiny_recipe(rewards=["format", "accuracy", "consistency"], reward_schedule=stages)
+    recipe = tiny_recipe(rewards=["format", "accuracy", "consistency"], reward_schedule=stages,
+                         allow_weak_judge=True)
     run = Path(load_recipe(recipe).output_dir)
 
     assert main(["train", "--recipe", str(recipe)]) == 0

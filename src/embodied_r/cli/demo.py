@@ -52,8 +52,29 @@ def run(args: argparse.Namespace) -> int:
     print_table("time per stage", ["stage", "seconds"],
                 [[name, info["seconds"]] for name, info in summary["stages"].items()])
     print_before_after(summary)
+    print_judge_verdict(Path(args.out))
     out.print(f"Report: {Path(args.out) / 'report' / 'report.html'} (open it in a browser; it works offline)")
     return 0
+
+
+def print_judge_verdict(out_dir: Any) -> None:
+    """Say plainly whether the consistency stage of the demo's training measured anything."""
+    from embodied_r.cli.common import console
+    from embodied_r.io import read_json
+
+    path = out_dir / "train" / "judge_probe.json"
+    if not path.is_file():
+        return
+    probe = read_json(path)
+    if probe.get("passed"):
+        console().print(f"Consistency judge passed its probe: {probe.get('message')}", markup=False)
+    else:
+        console().print(
+            "The consistency stage of this training is uninformative: its judge (the policy itself, the only "
+            f"model this CPU demo has) failed the judge probe - {probe.get('message')}. Its consistency "
+            "reward pays nearly only correct answers whose gold letter is the judge's favourite. Train with "
+            "a stronger reference_model or an endpoint to measure consistency (docs/consistency.md).",
+            markup=False)
 
 
 def print_before_after(summary: dict[str, Any]) -> None:
@@ -72,7 +93,8 @@ def print_before_after(summary: dict[str, Any]) -> None:
     for key in ("micro", "macro"):
         rows.append([f"overall ({key})", columns[0][1]["overall"]["n"], *[m["overall"][key] for _, m in columns]])
     rows.append(["unparsed rate", None, *[m["overall"]["unparsed_rate"] for _, m in columns]])
-    rates = [m["consistency"].get("rate") if isinstance(m.get("consistency"), dict) else None for _, m in columns]
+    rates = [(m["consistency"].get("overall") or {}).get("rate") if isinstance(m.get("consistency"), dict) else None
+             for _, m in columns]
     if any(rate is not None for rate in rates):
         rows.append(["logical consistency", None, *rates])
     print_table("held-out scenes", ["task", "n", *[label for label, _ in columns]], rows)

@@ -46,9 +46,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     extra.add_argument("--baselines", default="random,prior",
                        help="comma list of random, prior, direct, vlm_only, or 'none' (default: %(default)s)")
     extra.add_argument("--judge", default=None,
-                       help="measure logical consistency with this judge: 'policy', a model name/path, or an "
-                       "http(s):// OpenAI-compatible endpoint (the consistency reward's judge)")
+                       help="measure logical consistency with this judge: a model name/path or an http(s):// "
+                       "OpenAI-compatible endpoint, best another model than the training reward's judge (the "
+                       "report flags a circular or self-judged rate); 'policy' = the evaluated model itself. "
+                       "The judge is probed first and the probe is reported beside the rate")
     extra.add_argument("--judge-model", default=None, help="model name served at an endpoint --judge")
+    extra.add_argument("--judge-sees-letters", action="store_true",
+                       help="let the judge read option letters in the reasoning (the official rule); default: "
+                       "letters are masked, so only reasoning whose content leads to the answer counts")
     extra.add_argument("--no-report", action="store_true", help="skip report.html and plots")
     return parser
 
@@ -99,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
                            max_new_tokens=args.max_new_tokens, dtype=args.dtype, progress=progress,
                            perception=perception, engine=args.engine, prompt_version=args.prompt_version,
                            baselines=baselines, judge=args.judge, judge_model=args.judge_model,
-                           report=not args.no_report, completion_prefix=args.completion_prefix)
+                           report=not args.no_report, completion_prefix=args.completion_prefix,
+                           judge_sees_letters=args.judge_sees_letters)
     print_metrics(metrics)
     return 0
 
@@ -134,5 +140,9 @@ def print_metrics(metrics: dict[str, Any]) -> None:
         o = consistency["overall"]
         rate = "n/a" if o["rate"] is None else f"{o['rate']:.1%}"
         out.print(f"logical consistency ({consistency['judge']}): {rate} of {o['judged']} judged answers", markup=False)
+        probe = consistency.get("probe") or {}
+        out.print(f"  judge probe: {probe.get('message', 'not run')}", markup=False)
+        for flag in consistency.get("flags", []):
+            out.print(f"  warning: {flag}", markup=False)
     elif consistency.get("status") == "failed":
         out.print(f"logical consistency not measured: {consistency['reason']}", markup=False)

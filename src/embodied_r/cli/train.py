@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         console().print(dump_recipe(recipe))
         return 0
 
-    from embodied_r.rewards.consistency import JudgeError
+    from embodied_r.inference.judges import JudgeError
     from embodied_r.training.grpo import train
 
     try:

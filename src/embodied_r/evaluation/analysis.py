@@ -73,19 +73,53 @@ def vlm_only_baseline(rows: Sequence[PromptRow], perception: Any, out: Path) -> 
 
 
 def run_consistency(spec: str | None, judge_model: str | None, model_name: str, dtype: str,
-                    rows: Sequence[PromptRow], predictions: Sequence[dict[str, Any]], out: Path) -> dict[str, Any]:
-    """The logical-consistency rate with the reward's judge, or why it was not measured."""
+                    rows: Sequence[PromptRow], predictions: Sequence[dict[str, Any]], out: Path,
+                    sees_letters: bool = False) -> dict[str, Any]:
+    """The logical-consistency rate with ``spec``'s judge, its probe and identity flags, or why it was not
+    measured."""
     if not spec:
         return {"status": "not run", "reason": "no --judge given"}
     from embodied_r.evaluation.judge import consistency_summary, judge_predictions, make_judge
+    from embodied_r.evaluation.judge_identity import judge_flags
 
     try:
-        judge = make_judge(spec, model_name, judge_model=judge_model, dtype=dtype)
+        judge = make_judge(spec, model_name, judge_model=judge_model, dtype=dtype, sees_letters=sees_letters)
+        probe = probe_for_eval(judge, rows, out)
         judgements = judge_predictions(judge, {r.id: r for r in rows}, predictions, out / "judgements.jsonl")
     except Exception as exc:  # noqa: BLE001 - recorded in metrics.json; predictions are already safe on disk
         logger.error("consistency judge failed: %s", exc)
         return {"status": "failed", "reason": f"{type(exc).__name__}: {exc}", "judge": spec}
-    return {"status": "ok", "judge": getattr(judge, "name", spec), **consistency_summary(judgements)}
+    name = getattr(judge, "name", spec)
+    flags = judge_flags(spec, name, model_name)
+    if probe.get("passed") is False:
+        flags.append("weak judge: it failed its probe, so this rate does not measure consistency")
+    for flag in flags:
+        logger.warning("consistency judge %s: %s", name, flag)
+    return {"status": "ok", "judge": name, "sees_letters": sees_letters, "probe": probe, "flags": flags,
+            **consistency_summary(judgements)}
+
+
+def probe_for_eval(judge: Any, rows: Sequence[PromptRow], out: Path) -> dict[str, Any]:
+    """The judge probe on the evaluated questions (reused from ``out/judge_probe.json`` when the judge
+    is the same), or why it could not run."""
+    from embodied_r.inference.judge_probe import ProbeError, build_probe_cases, run_probe, write_probe
+    from embodied_r.io import read_json
+
+    path = out / "judge_probe.json"
+    fingerprint = {"judge": str(getattr(judge, "name", "")), "sees_letters": bool(getattr(judge, "sees_letters", False)),
+                   "questions": len(rows)}
+    if path.is_file():
+        previous = read_json(path)
+        if previous.get("fingerprint") == fingerprint:
+            return previous
+    try:
+        cases = build_probe_cases(rows)
+    except ProbeError as exc:
+        return {"passed": None, "message": f"probe not run: {exc}", "fingerprint": fingerprint}
+    result = run_probe(judge, cases)
+    record = {**result.to_dict(), "message": result.summary(), "fingerprint": fingerprint}
+    write_probe(result, path, message=record["message"], fingerprint=fingerprint)
+    return record
 
 
 def assemble_metrics(predictions: Sequence[dict[str, Any]], rows: Sequence[PromptRow], baselines: dict[str, Any],

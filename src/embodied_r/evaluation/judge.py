@@ -1,10 +1,12 @@
 """Logical-consistency rate: does a judge, given only the question and the model's reasoning, reach the
 model's answer? (Embodied-R reports 46% -> 99% with GPT-4o as the judge; research/embodied_r.md §5.3.)
 
-The judge is the very component the consistency *reward* uses (``embodied_r.rewards.consistency``:
-same prompt, same question-only view, letters read from next-token logits or a constrained endpoint),
-so the rate measured here is what that reward optimised. Unlike the reward it is not gated on
-correctness: a wrong answer that its reasoning supports is consistent.
+The judge is built like the consistency *reward*'s (``embodied_r.inference.judges``: same prompt, same
+question-only view, letters masked unless asked otherwise), but it should be another model than the
+one the reward used, or the rate measures what training optimised rather than consistency; the
+runner probes it first and flags a judge that is the training reward's or the evaluated model itself.
+Unlike the reward it is not gated on correctness: a wrong answer that its reasoning supports is
+consistent.
 
 Judgements are appended to ``judgements.jsonl`` chunk by chunk, so a killed run resumes.
 """
@@ -24,14 +26,16 @@ from embodied_r.records import PromptRow
 logger = logging.getLogger(__name__)
 
 
-def make_judge(spec: str, policy_model: str, judge_model: str | None = None, dtype: str = "auto") -> Any:
+def make_judge(spec: str, policy_model: str, judge_model: str | None = None, dtype: str = "auto",
+               sees_letters: bool = False) -> Any:
     """``policy`` (a frozen copy of the evaluated model), a model name/path, or an ``http(s)://`` URL of
     an OpenAI-compatible endpoint serving ``judge_model``; built by the reward's own factory."""
-    from embodied_r.rewards.consistency import build_judge
+    from embodied_r.inference.judges import build_judge
 
     if spec.startswith(("http://", "https://")):
-        return build_judge({"base_url": spec, "model": judge_model or policy_model}, policy_model, dtype=dtype)
-    return build_judge(spec, policy_model, dtype=dtype)
+        return build_judge({"base_url": spec, "model": judge_model or policy_model}, policy_model, dtype=dtype,
+                           sees_letters=sees_letters)
+    return build_judge(spec, policy_model, dtype=dtype, sees_letters=sees_letters)
 
 
 def judge_predictions(judge: Any, rows: Mapping[str, PromptRow], predictions: Sequence[Mapping[str, Any]],

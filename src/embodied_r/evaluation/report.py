@@ -201,6 +201,23 @@ def _fmt(value: Any) -> str:
     return html.escape(str(value))
 
 
+def _consistency_section(consistency: dict[str, Any]) -> str:
+    """The rate, the judge's probe beside it, and any flag that makes the rate uninformative."""
+    o = consistency["overall"]
+    probe = consistency.get("probe") or {}
+    agreement = (probe.get("agreement") or {}).get("content")
+    verdict = {True: "passed", False: "FAILED"}.get(probe.get("passed"), "not run")
+    section = "<h2>Logical consistency</h2>" + _table(
+        ["judge", "letters", "judged", "consistent", "rate", "rate (unjudged count as inconsistent)",
+         "judge probe", "probe: content agreement", "probe: most frequent letter"],
+        [[consistency.get("judge"), "visible" if consistency.get("sees_letters") else "masked", str(o["judged"]),
+          str(o["consistent"]), o["rate"], o["rate_all"], verdict, agreement,
+          f"{probe.get('top_letter')} ({_fmt(probe.get('top_letter_share'))})" if probe.get("top_letter") else None]])
+    notes = [html.escape(str(probe.get("message", "")))] if probe.get("message") else []
+    notes += [f"<b>Warning:</b> {html.escape(flag)}" for flag in consistency.get("flags", [])]
+    return section + "".join(f"<p class='note'>{note}</p>" for note in notes)
+
+
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{_fmt(v)}</td>" for v in row) + "</tr>" for row in rows)
@@ -242,10 +259,7 @@ def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], ta
                          + _table(["baseline", "status", "micro", "macro", "note"], baseline_rows))
         consistency = main.get("consistency") or {}
         if consistency.get("status") == "ok":
-            o = consistency["overall"]
-            parts.append("<h2>Logical consistency</h2>" + _table(
-                ["judge", "judged", "consistent", "rate", "rate (unjudged count as inconsistent)"],
-                [[consistency.get("judge"), str(o["judged"]), str(o["consistent"]), o["rate"], o["rate_all"]]]))
+            parts.append(_consistency_section(consistency))
         elif consistency:
             parts.append(f"<h2>Logical consistency</h2><p>{html.escape(str(consistency.get('status')))}: "
                          f"{html.escape(str(consistency.get('reason')))}</p>")
@@ -259,6 +273,14 @@ def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], ta
         last = run["history"][-1] if run["history"] else {}
         parts.append(f"<h2>Training run {html.escape(run['name'])}</h2><p>{len(run['history'])} logged steps; last: "
                      f"{html.escape(', '.join(f'{k}={v}' for k, v in list(last.items())[:8]))}</p>")
+        probe_path = Path(run["folder"]) / "judge_probe.json"
+        if probe_path.is_file():
+            probe = read_json(probe_path)
+            verdict = "passed" if probe.get("passed") else "FAILED"
+            extra = (" The run went on with allow_weak_judge: its consistency reward does not measure consistency."
+                     if probe.get("allowed_weak") else "")
+            parts.append(f"<p class='note'>Consistency reward's judge probe: <b>{verdict}</b>. "
+                         f"{html.escape(str(probe.get('message', '')))}{extra}</p>")
     if evals:
         parts.append(f"<h2>Sample reasoning ({html.escape(evals[-1]['name'])})</h2>" + _samples(evals[-1]["predictions"]))
     parts.append("</body></html>")

@@ -149,11 +149,12 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
              progress: Callable[[int, int], None] | None = None, *, perception: Any = None,
              engine: str = "auto", prompt_version: str = "official-v1", baselines: Sequence[str] = ("random", "prior"),
              direct_max_new_tokens: int = 16, judge: str | None = None, judge_model: str | None = None,
-             report: bool = True, completion_prefix: str = "") -> dict[str, Any]:
+             report: bool = True, completion_prefix: str = "", judge_sees_letters: bool = False) -> dict[str, Any]:
     """Evaluate ``model_name`` on ``data``; write predictions.jsonl, metrics.json (and report.html) into ``out_dir``.
 
     ``baselines`` may name ``random``, ``prior``, ``direct`` and ``vlm_only``; ``judge`` (``policy``, a
-    model, or an endpoint URL) turns on the logical-consistency rate. ``completion_prefix`` prefills the
+    model, or an endpoint URL) turns on the logical-consistency rate, with the judge's probe; pass a judge
+    other than the training reward's, or the rate is flagged as circular. ``completion_prefix`` prefills the
     reasoner's assistant turn (use the training recipe's value); the baselines never get it.
     """
     from embodied_r.evaluation.analysis import assemble_metrics, run_baselines, run_consistency
@@ -186,7 +187,8 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
                                                 max_new_tokens, progress, completion_prefix=completion_prefix)
     baseline_tables = run_baselines(baselines, rows, out, engine_factory, batch_size, direct_max_new_tokens,
                                     perception)
-    consistency = run_consistency(judge, judge_model, model_name, dtype, rows, predictions, out)
+    consistency = run_consistency(judge, judge_model, model_name, dtype, rows, predictions, out,
+                                  sees_letters=judge_sees_letters)
     engine_name = cache["engine"].name if "engine" in cache else None
     metrics = assemble_metrics(predictions, rows, baseline_tables, consistency, load_report)
     metrics.update({

@@ -31,17 +31,19 @@ def _consistency_factory(
     reference_model: Any = "policy",
     policy_model: str | None = None,
     dtype: str = "auto",
+    sees_letters: bool = False,
     **options: Any,
 ) -> Any:
     """Build the consistency reward; ``judge`` (any object with ``.judge(...)``) wins over a model spec."""
-    from embodied_r.rewards.consistency import ConsistencyReward, build_judge
+    from embodied_r.inference.judges import build_judge
+    from embodied_r.rewards.consistency import ConsistencyReward
 
     if judge is None:
         if policy_model is None and reference_model in (None, "policy"):
             raise ValueError(
                 "the consistency reward needs policy_model (the starting policy) or a reference_model"
             )
-        judge = build_judge(reference_model, policy_model or "", dtype=dtype)
+        judge = build_judge(reference_model, policy_model or "", dtype=dtype, sees_letters=sees_letters)
     return ConsistencyReward(judge, **options)
 
 

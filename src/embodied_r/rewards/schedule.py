@@ -135,6 +135,31 @@ class RewardSchedule:
     def weights_at(self, *, epoch: float | None = None, step: int | None = None) -> list[float]:
         return list(self.stages[self.stage_index(epoch=epoch, step=step)].weights)
 
+    def unreached(self, *, max_steps: int, epochs: int) -> list[str]:
+        """Why stages never start in a run of ``max_steps`` optimizer steps over
+        ``epochs`` (1-based epochs the run enters); empty when every such stage is reached.
+
+        >>> RewardSchedule.paper(["format", "accuracy", "consistency"]).unreached(max_steps=40, epochs=4)
+        ['stage 3 (format 0.1, accuracy 0.7, consistency 0.2) starts at epoch 5, but this run ends in epoch 4 (step 40): set num_train_epochs >= 5 or raise max_steps']
+        """
+        reasons = []
+        for number, stage in enumerate(self.stages, start=1):
+            position = epochs if self.unit == "epoch" else max_steps
+            if position >= stage.start:
+                continue
+            weights = ", ".join(f"{n} {w:g}" for n, w in zip(self.reward_names, stage.weights) if w)
+            if self.unit == "epoch":
+                need = f"set num_train_epochs >= {stage.start:g} or raise max_steps"
+                where = f"epoch {epochs} (step {max_steps})"
+            else:
+                need = f"set max_steps >= {stage.start:g}"
+                where = f"step {max_steps}"
+            reasons.append(
+                f"stage {number} ({weights}) starts at {self.unit} {stage.start:g}, but this run ends in "
+                f"{where}: {need}"
+            )
+        return reasons
+
     def describe(self) -> list[dict[str, Any]]:
         return [
             {"start": s.start, "unit": self.unit, "weights": dict(zip(self.reward_names, s.weights))}
@@ -157,6 +182,7 @@ def make_schedule_callback(schedule: RewardSchedule, trainer: Any) -> Any:
         def __init__(self) -> None:
             self.schedule, self.trainer = schedule, trainer
             self.current_stage: int | None = None
+            self.unreached: list[str] = []
 
         def apply(self, state: Any) -> list[float]:
             import torch
@@ -193,6 +219,11 @@ def make_schedule_callback(schedule: RewardSchedule, trainer: Any) -> Any:
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             # On resume the loaded state is already in place here, so the right stage is set at once.
             self.apply(state)
+            self.unreached = self.schedule.unreached(
+                max_steps=int(state.max_steps or 0), epochs=int(state.num_train_epochs or 0)
+            )
+            for reason in self.unreached:
+                logger.warning("reward schedule: %s", reason)
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.apply(state)

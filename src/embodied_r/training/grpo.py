@@ -33,6 +33,7 @@ from embodied_r.training.callbacks import (
 )
 from embodied_r.training.data import load_prompt_rows, rows_to_dataset
 from embodied_r.training.host_memory import fix_mmap_threshold
+from embodied_r.training.judge_gate import consistency_in_use, gate_judge, probe_settings
 from embodied_r.training.recipe import (
     Recipe,
     RecipeError,
@@ -174,10 +175,35 @@ def build_rewards(recipe: Recipe, model_path: str, judge: Any = None) -> list[An
                 "reference_model": recipe.reference_model,
                 "dtype": recipe.dtype,
                 "judge": judge,
+                "sees_letters": recipe.judge_sees_letters,
                 **options,
             }
         funcs.append(get_reward(name, **options))
     return funcs
+
+
+def _judge_is_policy(spec: Any) -> bool:
+    return spec in (None, "policy") or (isinstance(spec, dict) and spec.get("model") == "policy"
+                                        and "base_url" not in spec)
+
+
+def _static_weights(recipe: Recipe, n: int) -> list[float]:
+    weights = recipe.trl.get("reward_weights")
+    return [float(w) for w in weights] if weights is not None else [1.0] * n
+
+
+def _gate_consistency(
+    recipe: Recipe, rewards: list[Any], rows: list[Any], schedule: RewardSchedule | None
+) -> dict[str, Any] | None:
+    """Probe the consistency reward's judge when some stage weights it; None when none does."""
+    stages = [list(s.weights) for s in schedule.stages] if schedule else [_static_weights(recipe, len(rewards))]
+    consistency = consistency_in_use(rewards, stages)
+    if consistency is None:
+        return None
+    from accelerate import PartialState
+
+    return gate_judge(consistency, rows, recipe.output_dir, probe_settings(recipe.judge_probe),
+                      recipe.allow_weak_judge, str(recipe.train_data), PartialState().is_main_process)
 
 
 def existing_checkpoints(output_dir: Path) -> list[Path]:
@@ -214,18 +240,28 @@ def build_trainer(
     schedule = RewardSchedule.from_config(recipe.reward_schedule, recipe.reward_names)
     model_path = resolve_model_path(recipe.model)
     warmup = WarmupSettings.from_config(recipe.format_warmup)
-    if warmup is not None:
-        # GRPO (and the "policy" consistency judge) start from the warmed-up model.
-        model_path = run_format_warmup(warmup, rows, model_path, output_dir, recipe.dtype)
     # The reference judge is loaded before GRPOConfig exists: once TrainingArguments has set up DeepSpeed
     # ZeRO-3, from_pretrained would shard it across ranks, and each rank judges a different number of
     # completions, so a sharded judge would deadlock. A replicated frozen copy has no collectives.
-    rewards = build_rewards(recipe, model_path, judge=judge)
+    # A judge other than the policy is loaded, and probed, before the warm-up, so a judge that cannot be
+    # loaded or reached, or fails its probe, stops the run before any training.
+    judge_first = judge is not None or not _judge_is_policy(recipe.reference_model)
+    rewards = build_rewards(recipe, model_path, judge=judge) if judge_first else []
+    probe = _gate_consistency(recipe, rewards, rows, schedule) if judge_first else None
+    if warmup is not None:
+        # GRPO (and the "policy" consistency judge) start from the warmed-up model.
+        model_path = run_format_warmup(warmup, rows, model_path, output_dir, recipe.dtype)
+    if not judge_first:
+        rewards = build_rewards(recipe, model_path, judge=judge)
+        probe = _gate_consistency(recipe, rewards, rows, schedule)
     args = build_config(recipe, schedule)
     if schedule is None:
-        for func, weight in zip(rewards, args.reward_weights or [1.0] * len(rewards)):
+        for func, weight in zip(rewards, _static_weights(recipe, len(rewards))):
             if hasattr(func, "set_weight"):
                 func.set_weight(weight)  # a static weight of 0 skips the reference entirely
+    for func in rewards:
+        if hasattr(func, "num_generations"):
+            func.num_generations = int(args.num_generations)  # the consistency term is dropped by whole group
 
     callbacks: list[Any] = [MetricsJsonl(output_dir / "metrics.jsonl")]
     evaluator = None
@@ -274,6 +310,7 @@ def build_trainer(
         "evaluator": evaluator,
         "model_path": model_path,
         "resume": resume,
+        "judge_probe": probe,
     }
     return trainer, context
 
@@ -340,11 +377,25 @@ def train(recipe: Recipe, resume: bool = False, judge: Any = None) -> dict[str, 
         "last_log": history[-1] if history else {},
         "eval": evaluator.results if evaluator else [],
         "step_times": context["timer"].steps,
+        "judge_probe": _probe_summary(context["judge_probe"]),
+        "schedule_unreached": schedule_warnings(trainer),
         "final_model": str(final_dir),
     }
     if trainer.accelerator.is_main_process:
         atomic_write_json(recipe.output_dir / "summary.json", summary)
     return summary
+
+
+def _probe_summary(probe: dict[str, Any] | None) -> dict[str, Any] | None:
+    if probe is None:
+        return None
+    keys = ("judge", "passed", "allowed_weak", "agreement", "top_letter", "top_letter_share", "message")
+    return {key: probe.get(key) for key in keys}
+
+
+def schedule_warnings(trainer: Any) -> list[str]:
+    """What the schedule callback warned about at the start (stages the run never reached)."""
+    return [reason for cb in trainer.callback_handler.callbacks for reason in getattr(cb, "unreached", [])]
 
 
 __all__ = ["EmbodiedGRPOTrainer", "build_config", "build_trainer", "train"]

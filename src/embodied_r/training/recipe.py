@@ -34,6 +34,13 @@ class Recipe:
     rewards: list[Any] = field(default_factory=lambda: ["format", "accuracy", "consistency"])
     reward_schedule: Any = "paper"  # null (static reward_weights), "paper", or stages
     reference_model: Any = "policy"  # consistency judge: policy | name/path | {base_url, model}
+    # The judge reads option letters in the think text (the official rule); default: letters are masked,
+    # so only reasoning whose content leads to the answer is paid.
+    judge_sees_letters: bool = False
+    # The judge probe run before training: {cases, min_agreement, max_letter_share, seed, conflict}; defaults
+    # 64 content cases (plus as many with the letter named and, with conflict: true, a contradicting letter) / 0.8 / 0.5.
+    judge_probe: dict[str, Any] | None = None
+    allow_weak_judge: bool = False  # go on (recorded in judge_probe.json) when the judge fails its probe
     lora: dict[str, Any] | None = None  # {r, alpha, dropout, target_modules}; null = full fine-tuning
     eval_every_steps: int = 0  # 0 = only before and after training (when eval_data is set)
     eval_max_rows: int = 64
@@ -186,6 +193,15 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
     try:
         WarmupSettings.from_config(recipe.format_warmup, source)
     except (WarmupError, TypeError) as exc:
+        raise RecipeError(str(exc)) from exc
+    for key in ("judge_sees_letters", "allow_weak_judge"):
+        if not isinstance(getattr(recipe, key), bool):
+            raise RecipeError(f"{source}: {key!r} must be true or false, got {getattr(recipe, key)!r}")
+    from embodied_r.training.judge_gate import probe_settings
+
+    try:
+        probe_settings(recipe.judge_probe, source)
+    except ValueError as exc:
         raise RecipeError(str(exc)) from exc
     for key in (
         "eval_every_steps",

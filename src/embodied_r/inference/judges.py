@@ -1,0 +1,454 @@
+"""Judges: models that read a question and someone's reasoning, and say which option it leads to.
+
+Embodied-R's logical-consistency reward (and the consistency rate in evaluation) hands a frozen
+reference model the question with its choices and the policy's ``<think>`` text, and asks for an
+option letter. Two kinds of judge share one prompt (``judge_messages``) and one decision rule:
+
+- ``ReferenceJudge``: a local causal LM; the answer is the option letter of highest next-token logit
+  (only the last position's logits are computed), so it is always a letter;
+- ``OpenAIJudge``: any OpenAI-compatible endpoint (vLLM / SGLang / hosted), greedy, constrained to
+  the letters where the server supports it.
+
+What callers and judges guarantee together:
+- **letter-blind by default**: callers pass the think through ``visible_thinks``, which masks option
+  letters (``letter_mask``) unless the judge's ``sees_letters`` is set (the official rule), so only
+  reasoning whose *content* leads to an option is followed;
+- **whole prompts**: the question, the instruction and the assistant turn are never cut. A think that
+  does not fit the judge's context is cut from the front, in tokens (the conclusion is at the end); a
+  question that does not fit even with an empty think is not judged (``None``, counted), never
+  truncated;
+- ``last_report`` counts, per call, the thinks that were cut and the rows that could not be judged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from embodied_r.inference.letter_mask import mask_option_letters
+from embodied_r.reasoning.parsing import DEFAULT_LETTERS, option_letters
+from embodied_r.rewards.text import last_user_text
+
+logger = logging.getLogger(__name__)
+
+JUDGE_SYSTEM = "You are a careful assistant that answers multiple-choice questions."
+_QUESTION_RE = re.compile(r"Question\s*:", re.IGNORECASE)
+# Endpoints have no tokenizer here: an over-long think is cut from the front to this many characters.
+MAX_THINK_CHARS = 6000
+CUT_MARK = "... "
+
+
+class JudgeError(RuntimeError):
+    """The judge could not answer (model error, endpoint down) or must not be trusted (failed probe)."""
+
+
+class Judge(Protocol):
+    """Anything that picks, for each (question, thinking) pair, the option letter the thinking leads to."""
+
+    name: str
+
+    def judge(
+        self, questions: Sequence[str], thinks: Sequence[str], options: Sequence[list[str] | None]
+    ) -> list[str | None]: ...
+
+
+@dataclass
+class JudgeReport:
+    """What the last ``judge`` call had to do to the inputs (logged as reward metrics)."""
+
+    rows: int = 0
+    thinks_cut: int = 0  # thinks cut from the front to fit the context
+    not_judged: int = 0  # questions too long for the context even with an empty think: answer None
+
+
+# ---------------------------------------------------------------------------------------------------
+# The prompt
+# ---------------------------------------------------------------------------------------------------
+
+
+def question_for_judge(prompt: Any, options: list[str] | None) -> str:
+    """The question stem and choices only, without the video description.
+
+    The official reward keeps the text from the last ``Question:`` of the user message on, so the
+    reference cannot answer from the scene description itself; when a prompt has no ``Question:``
+    marker (other prompt formats) the whole user message is used.
+
+    >>> question_for_judge([{"role": "user", "content": "Frame 0: sofa\\nQuestion: Where?\\nChoices:\\nA. l"}], ["A. l"])
+    'Question: Where?\\nChoices:\\nA. l'
+    """
+    text = last_user_text(prompt)
+    starts = [m.start() for m in _QUESTION_RE.finditer(text)]
+    question = text[starts[-1] :].strip() if starts else text.strip()
+    if options and not all(str(o).strip() in question for o in options):
+        question += "\nChoices:\n" + "\n".join(str(o).strip() for o in options)
+    return question
+
+
+def judge_messages(question: str, think: str, letters: Sequence[str]) -> list[dict[str, str]]:
+    """Chat messages asking the judge which option the thinking process supports (think as given)."""
+    letter_list = ", ".join(letters)
+    user = (
+        "Below is a multiple-choice question and the thinking process someone wrote while answering it. "
+        "Using only the question and this thinking process, decide which option the thinking leads to.\n\n"
+        f"{question}\n\nThinking process: {think}\n\n"
+        f"Reply with a single option letter ({letter_list}) and nothing else."
+    )
+    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+
+
+def visible_thinks(judge: Any, thinks: Sequence[str], options: Sequence[list[str] | None]) -> list[str]:
+    """The think texts as ``judge`` may read them: option letters masked unless ``judge.sees_letters``.
+
+    Every caller (the reward, evaluation, the probe) goes through this, so any judge object, a test stub
+    included, reads exactly what a real judge reads.
+    """
+    if getattr(judge, "sees_letters", False):
+        return list(thinks)
+    return [mask_option_letters(think, letters_for(opts)) for think, opts in zip(thinks, options, strict=True)]
+
+
+def letters_for(options: list[str] | None) -> tuple[str, ...]:
+    return option_letters(options) if options else DEFAULT_LETTERS
+
+
+# ---------------------------------------------------------------------------------------------------
+# Local reference model: next-token logits over the option letters
+# ---------------------------------------------------------------------------------------------------
+
+
+class ReferenceJudge:
+    """A frozen causal LM that answers with the option letter of highest next-token logit.
+
+    Prompts are tokenised whole (never truncated by the tokenizer), fitted to ``max_prompt_tokens``
+    (default: the model's context) by cutting the think from the front, and run in batches of at most
+    ``max_batch_tokens`` padded tokens (and ``max_batch_size`` rows), longest first.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        max_batch_size: int = 16,
+        max_prompt_tokens: int | None = None,
+        max_batch_tokens: int = 16384,
+        sees_letters: bool = False,
+        name: str = "reference",
+    ) -> None:
+        from embodied_r.reasoning.models import prepare_tokenizer
+
+        self.model = model
+        self.tokenizer = prepare_tokenizer(tokenizer)
+        self.max_batch_size = max(1, int(max_batch_size))
+        context = int(getattr(getattr(model, "config", None), "max_position_embeddings", 0) or 2048)
+        self.max_prompt_tokens = min(context, int(max_prompt_tokens)) if max_prompt_tokens else context
+        self.max_batch_tokens = max(self.max_prompt_tokens, int(max_batch_tokens))
+        self.sees_letters = bool(sees_letters)
+        self.name = name
+        self.last_report = JudgeReport()
+        self._letter_ids: dict[str, list[int]] = {}
+        model.eval()
+        for parameter in model.parameters():
+            parameter.requires_grad_(False)
+
+    @classmethod
+    def from_pretrained(
+        cls, name_or_path: str, dtype: str = "auto", device: str | None = None, **kwargs: Any
+    ) -> ReferenceJudge:
+        """Load a reference model by built-in name, local folder or hub id (see ``load_reasoner``)."""
+        from embodied_r.reasoning.models import load_reasoner
+
+        try:
+            model, tokenizer = load_reasoner(name_or_path, dtype=dtype, device=device or default_device())
+        except Exception as exc:  # noqa: BLE001 - any load failure becomes one clear error, before training
+            raise JudgeError(
+                f"cannot load the judge model {name_or_path!r} ({type(exc).__name__}: {exc}); give a built-in "
+                "name, a local model folder, a hub id this machine can download, or an endpoint"
+            ) from exc
+        kwargs.setdefault("name", name_or_path)
+        return cls(model, tokenizer, **kwargs)
+
+    def letter_token_ids(self, letter: str) -> list[int]:
+        """Token ids that spell ``letter`` as the first answer token (with and without a space)."""
+        if letter not in self._letter_ids:
+            ids: list[int] = []
+            for variant in (letter, f" {letter}"):
+                encoded = self.tokenizer.encode(variant, add_special_tokens=False)
+                if len(encoded) == 1 and encoded[0] not in ids:
+                    ids.append(encoded[0])
+            if not ids:  # the letter is not a single token: its first piece still discriminates
+                ids.append(self.tokenizer.encode(letter, add_special_tokens=False)[0])
+            self._letter_ids[letter] = ids
+        return self._letter_ids[letter]
+
+    # -- fitting a prompt into the context -----------------------------------------------------------
+
+    def _encode(self, question: str, think: str, letters: Sequence[str]) -> list[int]:
+        from embodied_r.evaluation.generation import render_chat
+
+        text = render_chat(self.tokenizer, judge_messages(question, think, letters))
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def fit_prompt(self, question: str, think: str, letters: Sequence[str]) -> tuple[list[int] | None, int]:
+        """Token ids of the whole judge prompt within ``max_prompt_tokens`` and the number of think
+        tokens cut from its front; ``(None, 0)`` when the question alone does not fit."""
+        limit = self.max_prompt_tokens
+        ids = self._encode(question, think, letters)
+        if len(ids) <= limit:
+            return ids, 0
+        if len(self._encode(question, CUT_MARK, letters)) > limit:
+            return None, 0
+        think_ids = self.tokenizer.encode(think, add_special_tokens=False)
+        keep = max(0, len(think_ids) - (len(ids) - limit))
+        # Re-tokenising the joined text can merge tokens at the seams, so shrink until it fits.
+        while keep > 0:
+            ids = self._encode(question, CUT_MARK + self.tokenizer.decode(think_ids[-keep:]), letters)
+            if len(ids) <= limit:
+                return ids, len(think_ids) - keep
+            keep -= max(1, len(ids) - limit)
+        return self._encode(question, CUT_MARK, letters), len(think_ids)
+
+    # -- scoring ---------------------------------------------------------------------------------------
+
+    def letter_scores(
+        self, questions: Sequence[str], thinks: Sequence[str], options: Sequence[list[str] | None]
+    ) -> list[dict[str, float] | None]:
+        """Per prompt, the best next-token logit of each valid letter (None: question too long)."""
+        import torch
+
+        report = JudgeReport(rows=len(questions))
+        encoded: list[list[int] | None] = []
+        letter_sets = []
+        for question, think, opts in zip(questions, thinks, options, strict=True):
+            letters = letters_for(opts)
+            letter_sets.append(letters)
+            ids, cut = self.fit_prompt(question, think, letters)
+            report.thinks_cut += int(cut > 0)
+            report.not_judged += int(ids is None)
+            encoded.append(ids)
+        self.last_report = report
+        if report.not_judged:
+            logger.warning(
+                "judge %s: %d of %d question(s) do not fit its %d-token context even without reasoning; "
+                "they are not judged", self.name, report.not_judged, report.rows, self.max_prompt_tokens,
+            )
+        scores: list[dict[str, float] | None] = [None] * len(encoded)
+        device = next(self.model.parameters()).device
+        pad_id = self.tokenizer.pad_token_id
+        for batch in token_budget_batches(
+            [len(ids) if ids is not None else 0 for ids in encoded], self.max_batch_tokens, self.max_batch_size
+        ):
+            batch = [i for i in batch if encoded[i] is not None]
+            if not batch:
+                continue
+            width = max(len(encoded[i]) for i in batch)
+            input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+            attention = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, index in enumerate(batch):  # left padding: the last position is real in every row
+                ids = encoded[index]
+                input_ids[row, width - len(ids) :] = torch.tensor(ids)
+                attention[row, width - len(ids) :] = 1
+            with torch.inference_mode():
+                logits = self.model(
+                    input_ids=input_ids.to(device), attention_mask=attention.to(device), logits_to_keep=1
+                ).logits[:, -1, :].float()
+            for row, index in enumerate(batch):
+                scores[index] = {
+                    letter: max(float(logits[row, i]) for i in self.letter_token_ids(letter))
+                    for letter in letter_sets[index]
+                }
+        return scores
+
+    def judge(
+        self, questions: Sequence[str], thinks: Sequence[str], options: Sequence[list[str] | None]
+    ) -> list[str | None]:
+        if not questions:
+            self.last_report = JudgeReport()
+            return []
+        try:
+            scores = self.letter_scores(questions, thinks, options)
+        except Exception as exc:  # noqa: BLE001 - re-raised as a JudgeError the reward counts
+            raise JudgeError(f"reference model {self.name} failed: {type(exc).__name__}: {exc}") from exc
+        return [max(s, key=s.get) if s else None for s in scores]
+
+
+def token_budget_batches(lengths: Sequence[int], max_tokens: int, max_rows: int) -> list[list[int]]:
+    """Index batches, longest first, whose padded size (rows x longest) stays within ``max_tokens``.
+
+    >>> token_budget_batches([10, 300, 20, 290], max_tokens=600, max_rows=8)
+    [[1, 3], [2, 0]]
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for index in order:
+        if batches:
+            current = batches[-1]
+            width = lengths[current[0]]  # longest first: the first row sets the width
+            if len(current) < max_rows and width * (len(current) + 1) <= max_tokens:
+                current.append(index)
+                continue
+        batches.append([index])
+    return batches
+
+
+def default_device() -> str:
+    """This process's accelerator (one per rank under ``accelerate launch``), else the CPU."""
+    import torch
+
+    if torch.cuda.is_available():
+        return f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+    return "cpu"
+
+
+# ---------------------------------------------------------------------------------------------------
+# OpenAI-compatible endpoint (vLLM / SGLang / hosted)
+# ---------------------------------------------------------------------------------------------------
+
+
+class OpenAIJudge:
+    """A reference model behind an OpenAI-compatible chat endpoint.
+
+    All prompts of a step are sent concurrently (bounded), with greedy decoding of a few tokens; on
+    vLLM, ``extra_body={"structured_outputs": {"choice": [...]}}`` (added when ``constrain=True``)
+    restricts the reply to the letters. ``check()`` fails fast when the endpoint is unreachable.
+    Without the server's tokenizer an over-long think is cut from the front to ``MAX_THINK_CHARS``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 60.0,
+        max_concurrency: int = 32,
+        max_retries: int = 2,
+        constrain: bool = True,
+        sees_letters: bool = False,
+    ) -> None:
+        self.base_url, self.model, self.timeout = base_url, model, float(timeout)
+        self.api_key = os.environ.get(api_key_env) or "EMPTY"
+        self.max_concurrency, self.max_retries, self.constrain = (
+            int(max_concurrency),
+            int(max_retries),
+            constrain,
+        )
+        self.sees_letters = bool(sees_letters)
+        self.name = f"{model}@{base_url}"
+        self.last_report = JudgeReport()
+
+    def check(self) -> None:
+        """Raise ``JudgeError`` with a clear message unless the endpoint answers and serves ``model``."""
+        from openai import OpenAI
+
+        client = OpenAI(
+            base_url=self.base_url, api_key=self.api_key, timeout=min(self.timeout, 15.0), max_retries=0
+        )
+        try:
+            served = [m.id for m in client.models.list().data]
+        except Exception as exc:  # noqa: BLE001
+            raise JudgeError(
+                f"reference endpoint {self.base_url} is not reachable ({type(exc).__name__}: {exc}); start the "
+                f"server or set reference_model to a local model"
+            ) from exc
+        if served and self.model not in served:
+            raise JudgeError(f"reference endpoint {self.base_url} serves {served}, not {self.model!r}")
+
+    def judge(
+        self, questions: Sequence[str], thinks: Sequence[str], options: Sequence[list[str] | None]
+    ) -> list[str | None]:
+        import asyncio
+
+        self.last_report = JudgeReport(rows=len(questions))
+        if not questions:
+            return []
+        return asyncio.run(self._judge_all(list(questions), list(thinks), list(options)))
+
+    async def _judge_all(
+        self, questions: list[str], thinks: list[str], options: list[list[str] | None]
+    ) -> list[str | None]:
+        import asyncio
+
+        from openai import AsyncOpenAI
+
+        client = AsyncOpenAI(
+            base_url=self.base_url, api_key=self.api_key, timeout=self.timeout, max_retries=self.max_retries
+        )
+        limit = asyncio.Semaphore(self.max_concurrency)
+
+        async def one(question: str, think: str, opts: list[str] | None) -> str | None:
+            letters = letters_for(opts)
+            if len(think) > MAX_THINK_CHARS:
+                think = CUT_MARK + think[-MAX_THINK_CHARS:]
+                self.last_report.thinks_cut += 1
+            extra = {"structured_outputs": {"choice": list(letters)}} if self.constrain else None
+            async with limit:
+                reply = await client.chat.completions.create(
+                    model=self.model,
+                    messages=judge_messages(question, think, letters),
+                    max_tokens=4,
+                    temperature=0.0,
+                    extra_body=extra,
+                )
+            text = (reply.choices[0].message.content or "").strip().upper()
+            return next((ch for ch in text if ch in letters), None)
+
+        try:
+            return list(await asyncio.gather(*(one(q, t, o) for q, t, o in zip(questions, thinks, options))))
+        except Exception as exc:  # noqa: BLE001 - one failed request fails the batch; the reward counts it
+            raise JudgeError(
+                f"reference endpoint {self.base_url} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        finally:
+            await client.close()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Building a judge from a spec
+# ---------------------------------------------------------------------------------------------------
+
+
+def build_judge(spec: Any, policy_model: str, dtype: str = "auto", sees_letters: bool = False) -> Judge:
+    """A judge from a recipe's ``reference_model``: ``"policy"``/None (a frozen copy of the starting
+    policy), a model name/path, or ``{"base_url": ..., "model": ...}`` for an endpoint."""
+    if spec is None or spec == "policy":
+        return ReferenceJudge.from_pretrained(policy_model, dtype=dtype, sees_letters=sees_letters)
+    if isinstance(spec, str):
+        if spec.startswith(("http://", "https://")):
+            raise ValueError(
+                f"reference_model {spec!r}: give an endpoint as {{base_url: {spec}, model: NAME}}"
+            )
+        return ReferenceJudge.from_pretrained(spec, dtype=dtype, sees_letters=sees_letters)
+    if isinstance(spec, dict) and "base_url" in spec:
+        options = {"sees_letters": sees_letters, **spec}
+        judge = OpenAIJudge(
+            base_url=options.pop("base_url"), model=options.pop("model", policy_model), **options
+        )
+        judge.check()
+        return judge
+    if isinstance(spec, dict) and "model" in spec:
+        options = {"sees_letters": sees_letters, **spec}
+        name = options.pop("model")
+        return ReferenceJudge.from_pretrained(
+            policy_model if name == "policy" else name, dtype=options.pop("dtype", dtype), **options
+        )
+    raise ValueError(
+        f"reference_model {spec!r} not understood: use 'policy', a model name/path, or "
+        "{base_url: http://host:port/v1, model: NAME}"
+    )
+
+
+__all__ = [
+    "Judge",
+    "JudgeError",
+    "JudgeReport",
+    "OpenAIJudge",
+    "ReferenceJudge",
+    "build_judge",
+    "judge_messages",
+    "question_for_judge",
+    "token_budget_batches",
+    "visible_thinks",
+]

@@ -1,0 +1,120 @@
+"""Before GRPO spends hours on a consistency reward, check its judge (``inference.judge_probe``).
+
+The probe runs on every process (each holds its own replica of the judge) with cases built from the
+training rows; the pass/fail decision is gathered so all processes stop, or go on, together. Its
+result is written to ``output_dir/judge_probe.json`` and reused by a resumed run whose judge and
+settings are unchanged. A judge that fails stops the run unless ``allow_weak_judge: true``, which the
+file then records.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from embodied_r.inference.judge_probe import (
+    DEFAULT_CASES,
+    DEFAULT_MAX_LETTER_SHARE,
+    DEFAULT_MIN_AGREEMENT,
+    ProbeError,
+    ProbeResult,
+    build_probe_cases,
+    run_probe,
+    weak_judge_message,
+    write_probe,
+)
+from embodied_r.inference.judges import JudgeError
+from embodied_r.io import read_json
+from embodied_r.rewards.consistency import ConsistencyReward, gather_flags
+
+logger = logging.getLogger(__name__)
+
+_RESULT_FIELDS = frozenset(ProbeResult.__dataclass_fields__)
+PROBE_KEYS = {"cases": int, "min_agreement": float, "max_letter_share": float, "seed": int, "conflict": bool}
+
+
+def probe_settings(spec: Any, source: str = "recipe") -> dict[str, Any]:
+    """The recipe's ``judge_probe`` mapping with defaults, checked (a RecipeError-compatible ValueError)."""
+    settings: dict[str, Any] = {"cases": DEFAULT_CASES, "min_agreement": DEFAULT_MIN_AGREEMENT,
+                                "max_letter_share": DEFAULT_MAX_LETTER_SHARE, "seed": 0, "conflict": True}
+    if spec is None:
+        return settings
+    if not isinstance(spec, dict):
+        raise ValueError(f"{source}: judge_probe must be a mapping like {{cases: 64, min_agreement: 0.8}}")
+    unknown = sorted(set(spec) - set(PROBE_KEYS))
+    if unknown:
+        raise ValueError(f"{source}: judge_probe: unknown key(s) {unknown}; valid: {sorted(PROBE_KEYS)}")
+    for key, value in spec.items():
+        kind = PROBE_KEYS[key]
+        if kind is bool:
+            if not isinstance(value, bool):
+                raise ValueError(f"{source}: judge_probe.{key} must be true or false, got {value!r}")
+            settings[key] = value
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
+            raise ValueError(f"{source}: judge_probe.{key} must be a number, got {value!r}")
+        settings[key] = kind(value)
+    if settings["cases"] < 16:
+        raise ValueError(f"{source}: judge_probe.cases must be at least 16, got {settings['cases']}")
+    for key in ("min_agreement", "max_letter_share"):
+        if not 0 < settings[key] <= 1:
+            raise ValueError(f"{source}: judge_probe.{key} must be in (0, 1], got {settings[key]}")
+    return settings
+
+
+def consistency_in_use(rewards: list[Any], weights_by_stage: list[list[float]]) -> ConsistencyReward | None:
+    """The consistency reward when some stage (or the static weights) gives it a non-zero weight."""
+    for index, func in enumerate(rewards):
+        if isinstance(func, ConsistencyReward) and any(w[index] for w in weights_by_stage):
+            return func
+    return None
+
+
+def gate_judge(reward: ConsistencyReward, rows: list[Any], output_dir: Path, settings: dict[str, Any],
+               allow_weak: bool, data: str, is_main: bool) -> dict[str, Any]:
+    """Probe ``reward.judge`` (or reuse an identical earlier probe); raise JudgeError if it fails and
+    weak judges are not allowed. Returns what ``judge_probe.json`` holds."""
+    judge = reward.judge
+    fingerprint = {"judge": str(getattr(judge, "name", type(judge).__name__)),
+                   "sees_letters": bool(getattr(judge, "sees_letters", False)), "data": data, **settings}
+    path = output_dir / "judge_probe.json"
+    record = read_json(path) if path.is_file() else None
+    if record is not None and record.get("fingerprint") == fingerprint and "not_run" not in record:
+        logger.info("judge probe: reusing %s (same judge and settings)", path)
+    else:
+        record = _probe(judge, rows, settings, allow_weak, fingerprint)
+    passed_everywhere = all(flag for flags in gather_flags([bool(record["passed"])]) for flag in flags)
+    record["allowed_weak"] = bool(allow_weak and not passed_everywhere)
+    if is_main:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        write_probe(_as_result(record), path, **{k: v for k, v in record.items() if k not in _RESULT_FIELDS})
+    if passed_everywhere:
+        logger.info("judge probe: %s", record["message"])
+    elif not allow_weak:
+        raise JudgeError(weak_judge_message(_as_result(record)) + f" The probe is in {path}.")
+    else:
+        logger.warning("judge probe failed, going on because allow_weak_judge is true: the consistency reward "
+                       "of this run is not a measure of consistency. %s", record["message"])
+    return record
+
+
+def _probe(judge: Any, rows: list[Any], settings: dict[str, Any], allow_weak: bool,
+           fingerprint: dict[str, Any]) -> dict[str, Any]:
+    try:
+        cases = build_probe_cases(rows, n_cases=settings["cases"], seed=settings["seed"],
+                                  conflict=settings["conflict"])
+    except ProbeError as exc:
+        if not allow_weak:
+            raise JudgeError(f"cannot probe the consistency judge on the training rows: {exc}; add "
+                             "multiple-choice rows, or set allow_weak_judge: true to go on unprobed") from exc
+        return {"judge": fingerprint["judge"], "sees_letters": fingerprint["sees_letters"], "cases": 0,
+                "questions": 0, "passed": False, "not_run": str(exc), "message": f"probe not run: {exc}",
+                "fingerprint": fingerprint}
+    result = run_probe(judge, cases, min_agreement=settings["min_agreement"],
+                       max_letter_share=settings["max_letter_share"])
+    return {**result.to_dict(), "fingerprint": fingerprint, "message": result.summary()}
+
+
+def _as_result(record: dict[str, Any]) -> ProbeResult:
+    return ProbeResult(**{k: v for k, v in record.items() if k in _RESULT_FIELDS})

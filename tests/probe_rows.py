@@ -1,0 +1,56 @@
+"""Prompt rows for judge-probe tests: multiple-choice questions with distinct option texts."""
+
+from __future__ import annotations
+
+import re
+
+from embodied_r.reasoning.prompts import build_reasoner_messages
+
+OPTION_SETS = [
+    ["A. left", "B. right", "C. behind", "D. front"],
+    ["A. sofa", "B. table", "C. lamp", "D. door"],
+    ["A. 1.5 meters", "B. 3.0 meters", "C. 4.5 meters", "D. 6.0 meters"],
+]
+
+
+def probe_rows(n: int = 20) -> list[dict]:
+    rows = []
+    for i in range(n):
+        options = OPTION_SETS[i % len(OPTION_SETS)]
+        prompt = build_reasoner_messages([{"delta": f"frame {i}: a chair and a sofa."}],
+                                         f"Which option fits object {i} in room {i}?", options)
+        rows.append({"id": f"p{i}", "task": "object_rel_direction", "prompt": prompt, "answer": "A",
+                     "answer_type": "choice", "options": options})
+    return rows
+
+
+class ContentJudge:
+    """Reads content: the option whose text the reasoning mentions last (A when none)."""
+
+    name = "content-stub"
+    sees_letters = False
+
+    def judge(self, questions, thinks, options):
+        out = []
+        for think, opts in zip(thinks, options):
+            found = [(think.rfind(o.split(". ", 1)[1]), o[0]) for o in opts if o.split(". ", 1)[1] in think]
+            out.append(max(found)[1] if found else "A")
+        return out
+
+
+class LetterJudge:
+    """Reads the letter a reasoning names, else answers A: what a letter-following judge does."""
+
+    name = "letter-stub"
+    sees_letters = True
+
+    def judge(self, questions, thinks, options):
+        return [(re.findall(r"option ([A-H])\b", t) or ["A"])[-1] for t in thinks]
+
+
+class ConstantJudge:
+    name = "constant-stub"
+    sees_letters = False
+
+    def judge(self, questions, thinks, options):
+        return ["A"] * len(questions)

@@ -1,0 +1,107 @@
+"""Training refuses a consistency judge that fails its probe, before any GRPO step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from probe_rows import ConstantJudge, ContentJudge, probe_rows
+
+from embodied_r.inference.judges import JudgeError
+from embodied_r.io import write_jsonl
+from embodied_r.rewards.schedule import RewardSchedule
+from embodied_r.training.grpo import build_trainer
+from embodied_r.training.recipe import RecipeError, load_recipe
+
+
+@pytest.fixture
+def choice_recipe(tiny_recipe, tmp_path: Path):
+    data = tmp_path / "choice.jsonl"
+    write_jsonl(data, probe_rows(20))
+
+    def make(**overrides):
+        return load_recipe(tiny_recipe(train_data=str(data), rewards=["format", "accuracy", "consistency"],
+                                       **overrides))
+
+    return make
+
+
+def test_a_constant_judge_stops_the_run_with_its_numbers_and_the_ways_out(choice_recipe) -> None:
+    recipe = choice_recipe()
+    with pytest.raises(JudgeError) as raised:
+        build_trainer(recipe, judge=ConstantJudge())
+    message = str(raised.value)
+    assert "constant-stub" in message and "content agreement 25.0%" in message and "A on 100.0%" in message
+    assert "reference_model" in message and "base_url" in message and "allow_weak_judge: true" in message
+    probe = json.loads((recipe.output_dir / "judge_probe.json").read_text())
+    assert probe["passed"] is False and probe["allowed_weak"] is False
+    assert not list(recipe.output_dir.glob("checkpoint-*"))
+
+
+def test_allow_weak_judge_goes_on_and_records_it(choice_recipe) -> None:
+    recipe = choice_recipe(allow_weak_judge=True)
+    trainer, context = build_trainer(recipe, judge=ConstantJudge())
+    assert context["judge_probe"]["allowed_weak"] is True
+    assert json.loads((recipe.output_dir / "judge_probe.json").read_text())["allowed_weak"] is True
+    assert trainer.reward_funcs[-1].num_generations == 2  # groups of num_generations are dropped whole
+
+
+def test_a_content_reading_judge_passes_and_its_probe_is_reused(choice_recipe, monkeypatch) -> None:
+    recipe = choice_recipe()
+    _, context = build_trainer(recipe, judge=ContentJudge())
+    assert context["judge_probe"]["passed"] is True and context["judge_probe"]["agreement"]["content"] == 1.0
+    import embodied_r.training.judge_gate as gate
+
+    monkeypatch.setattr(gate, "run_probe", lambda *a, **k: pytest.fail("an identical probe was run again"))
+    _, again = build_trainer(recipe, judge=ContentJudge())
+    assert again["judge_probe"]["passed"] is True
+
+
+def test_no_probe_when_the_consistency_weight_is_always_zero(choice_recipe) -> None:
+    stages = [{"start": 1, "weights": {"format": 1.0, "accuracy": 1.0, "consistency": 0.0}}]
+    recipe = choice_recipe(reward_schedule=stages)
+    _, context = build_trainer(recipe, judge=ConstantJudge())
+    assert context["judge_probe"] is None and not (recipe.output_dir / "judge_probe.json").exists()
+
+
+@pytest.mark.parametrize("bad", [{"cases": 8}, {"min_agreement": 2}, {"bogus": 1}, {"conflict": "yes"}, "x"])
+def test_probe_settings_are_checked(tiny_recipe, bad) -> None:
+    with pytest.raises(RecipeError, match="judge_probe"):
+        load_recipe(tiny_recipe(judge_probe=bad))
+    with pytest.raises(RecipeError, match="allow_weak_judge"):
+        load_recipe(tiny_recipe(allow_weak_judge="maybe"))
+
+
+def test_the_schedule_says_which_stage_a_short_run_never_reaches() -> None:
+    names = ["format", "accuracy", "consistency"]
+    by_step = RewardSchedule(names, [
+        {"start": 1, "weights": {"format": 1.0, "accuracy": 0.0, "consistency": 0.0}},
+        {"start": 10, "weights": {"format": 0.1, "accuracy": 0.7, "consistency": 0.2}},
+    ], unit="step")
+    (reason,) = by_step.unreached(max_steps=3, epochs=1)
+    assert "stage 2" in reason and "consistency 0.2" in reason and "max_steps >= 10" in reason
+    assert by_step.unreached(max_steps=10, epochs=1) == []
+    paper = RewardSchedule.paper(names)
+    assert [r.split(" (")[0] for r in paper.unreached(max_steps=8, epochs=2)] == ["stage 2", "stage 3"]
+    assert paper.unreached(max_steps=100, epochs=5) == []
+
+
+def test_a_short_run_warns_at_its_start(tiny_recipe, caplog) -> None:
+    from embodied_r.training.grpo import train
+
+    stages = [{"start": 1, "weights": {"format": 1.0, "accuracy": 0.0}},
+              {"start": 50, "weights": {"format": 0.5, "accuracy": 0.5}}]
+    recipe = load_recipe(tiny_recipe(max_steps=1, reward_schedule={"unit": "step", "stages": stages}))
+    with caplog.at_level("WARNING", logger="embodied_r.rewards.schedule"):
+        summary = train(recipe)
+    assert any("stage 2" in r.message and "max_steps >= 50" in r.message for r in caplog.records)
+    assert summary["schedule_unreached"] and "stage 2" in summary["schedule_unreached"][0]
+
+
+def test_a_judge_that_cannot_be_loaded_stops_the_run_before_the_warm_up(choice_recipe, tmp_path) -> None:
+    recipe = choice_recipe(reference_model=str(tmp_path / "no-such-judge"),
+                           format_warmup={"steps": 1, "batch_size": 2})
+    with pytest.raises(JudgeError, match="cannot load the judge model"):
+        build_trainer(recipe)
+    assert not (recipe.output_dir / "warmup").exists()  # nothing was trained
