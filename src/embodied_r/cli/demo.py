@@ -72,8 +72,9 @@ def print_judge_verdict(out_dir: Any) -> None:
         console().print(
             "The consistency stage of this training is uninformative: its judge (the policy itself, the only "
             f"model this CPU demo has) failed the judge probe - {probe.get('message')}. Its consistency "
-            "reward pays nearly only correct answers whose gold letter is the judge's favourite. Train with "
-            "a stronger reference_model or an endpoint to measure consistency (docs/consistency.md).",
+            "reward pays correct answers mostly when the gold letter is the judge's favourite, whatever the "
+            "reasoning says. Train with a stronger reference_model or an endpoint to measure consistency "
+            "(docs/consistency.md).",
             markup=False)
 
 

@@ -102,24 +102,14 @@ def run_consistency(spec: str | None, judge_model: str | None, model_name: str, 
 def probe_for_eval(judge: Any, rows: Sequence[PromptRow], out: Path) -> dict[str, Any]:
     """The judge probe on the evaluated questions (reused from ``out/judge_probe.json`` when the judge
     is the same), or why it could not run."""
-    from embodied_r.inference.judge_probe import ProbeError, build_probe_cases, run_probe, write_probe
-    from embodied_r.io import read_json
+    from embodied_r.inference.judge_probe import ProbeError, probe_record
 
-    path = out / "judge_probe.json"
     fingerprint = {"judge": str(getattr(judge, "name", "")), "sees_letters": bool(getattr(judge, "sees_letters", False)),
                    "questions": len(rows)}
-    if path.is_file():
-        previous = read_json(path)
-        if previous.get("fingerprint") == fingerprint:
-            return previous
     try:
-        cases = build_probe_cases(rows)
+        return probe_record(judge, rows, out / "judge_probe.json", fingerprint)
     except ProbeError as exc:
         return {"passed": None, "message": f"probe not run: {exc}", "fingerprint": fingerprint}
-    result = run_probe(judge, cases)
-    record = {**result.to_dict(), "message": result.summary(), "fingerprint": fingerprint}
-    write_probe(result, path, message=record["message"], fingerprint=fingerprint)
-    return record
 
 
 def assemble_metrics(predictions: Sequence[dict[str, Any]], rows: Sequence[PromptRow], baselines: dict[str, Any],

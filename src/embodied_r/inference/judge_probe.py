@@ -279,6 +279,28 @@ def write_probe(result: ProbeResult, path: str | Path, **extra: Any) -> Path:
     return path
 
 
+def probe_record(judge: Judge, rows: Sequence[Any], path: Path, fingerprint: dict[str, Any],
+                 n_cases: int = DEFAULT_CASES, seed: int = 0, conflict: bool = True,
+                 min_agreement: float = DEFAULT_MIN_AGREEMENT,
+                 max_letter_share: float = DEFAULT_MAX_LETTER_SHARE, write: bool = True) -> dict[str, Any]:
+    """The probe of ``judge`` on ``rows`` as a dict (``ProbeResult`` fields, ``message``, ``fingerprint``),
+    reused from ``path`` when an earlier probe there has the same ``fingerprint`` (a resumed run), else
+    run and (with ``write``) saved there. Raises ``ProbeError`` when the rows cannot make a probe."""
+    from embodied_r.io import read_json
+
+    if path.is_file():
+        previous = read_json(path)
+        if previous.get("fingerprint") == fingerprint:
+            return previous
+    cases = build_probe_cases(rows, n_cases=n_cases, seed=seed, conflict=conflict)
+    result = run_probe(judge, cases, min_agreement=min_agreement, max_letter_share=max_letter_share)
+    record = {**result.to_dict(), "message": result.summary(), "fingerprint": fingerprint}
+    if write:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_probe(result, path, message=record["message"], fingerprint=fingerprint)
+    return record
+
+
 __all__ = [
     "KINDS",
     "ProbeCase",
@@ -286,6 +308,7 @@ __all__ = [
     "ProbeResult",
     "build_probe_cases",
     "check",
+    "probe_record",
     "run_probe",
     "weak_judge_message",
     "write_probe",

@@ -19,13 +19,11 @@ from embodied_r.inference.judge_probe import (
     DEFAULT_MIN_AGREEMENT,
     ProbeError,
     ProbeResult,
-    build_probe_cases,
-    run_probe,
+    probe_record,
     weak_judge_message,
     write_probe,
 )
 from embodied_r.inference.judges import JudgeError
-from embodied_r.io import read_json
 from embodied_r.rewards.consistency import ConsistencyReward, gather_flags
 
 logger = logging.getLogger(__name__)
@@ -79,11 +77,18 @@ def gate_judge(reward: ConsistencyReward, rows: list[Any], output_dir: Path, set
     fingerprint = {"judge": str(getattr(judge, "name", type(judge).__name__)),
                    "sees_letters": bool(getattr(judge, "sees_letters", False)), "data": data, **settings}
     path = output_dir / "judge_probe.json"
-    record = read_json(path) if path.is_file() else None
-    if record is not None and record.get("fingerprint") == fingerprint and "not_run" not in record:
-        logger.info("judge probe: reusing %s (same judge and settings)", path)
-    else:
-        record = _probe(judge, rows, settings, allow_weak, fingerprint)
+    try:
+        # Every process probes its own replica; only the main process writes the file (below).
+        record = probe_record(judge, rows, path, fingerprint, n_cases=settings["cases"], seed=settings["seed"],
+                              conflict=settings["conflict"], min_agreement=settings["min_agreement"],
+                              max_letter_share=settings["max_letter_share"], write=False)
+    except ProbeError as exc:
+        if not allow_weak:
+            raise JudgeError(f"cannot probe the consistency judge on the training rows: {exc}; add "
+                             "multiple-choice rows, or set allow_weak_judge: true to go on unprobed") from exc
+        record = {"judge": fingerprint["judge"], "sees_letters": fingerprint["sees_letters"], "cases": 0,
+                  "questions": 0, "passed": False, "not_run": str(exc), "message": f"probe not run: {exc}",
+                  "fingerprint": fingerprint}
     passed_everywhere = all(flag for flags in gather_flags([bool(record["passed"])]) for flag in flags)
     record["allowed_weak"] = bool(allow_weak and not passed_everywhere)
     if is_main:
@@ -97,23 +102,6 @@ def gate_judge(reward: ConsistencyReward, rows: list[Any], output_dir: Path, set
         logger.warning("judge probe failed, going on because allow_weak_judge is true: the consistency reward "
                        "of this run is not a measure of consistency. %s", record["message"])
     return record
-
-
-def _probe(judge: Any, rows: list[Any], settings: dict[str, Any], allow_weak: bool,
-           fingerprint: dict[str, Any]) -> dict[str, Any]:
-    try:
-        cases = build_probe_cases(rows, n_cases=settings["cases"], seed=settings["seed"],
-                                  conflict=settings["conflict"])
-    except ProbeError as exc:
-        if not allow_weak:
-            raise JudgeError(f"cannot probe the consistency judge on the training rows: {exc}; add "
-                             "multiple-choice rows, or set allow_weak_judge: true to go on unprobed") from exc
-        return {"judge": fingerprint["judge"], "sees_letters": fingerprint["sees_letters"], "cases": 0,
-                "questions": 0, "passed": False, "not_run": str(exc), "message": f"probe not run: {exc}",
-                "fingerprint": fingerprint}
-    result = run_probe(judge, cases, min_agreement=settings["min_agreement"],
-                       max_letter_share=settings["max_letter_share"])
-    return {**result.to_dict(), "fingerprint": fingerprint, "message": result.summary()}
 
 
 def _as_result(record: dict[str, Any]) -> ProbeResult:
