@@ -68,10 +68,15 @@ def finetune(model_path: str, examples: list[dict], out: Path, steps: int, batch
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
+    from embodied_r.training.host_memory import fix_mmap_threshold
+
+    if not torch.cuda.is_available():
+        fix_mmap_threshold()  # as `train` does: without it freed activations page-fault back in every step
     config = SFTConfig(output_dir=str(out / "trainer"), max_steps=steps, per_device_train_batch_size=batch,
                        learning_rate=lr, lr_scheduler_type="constant", logging_steps=10, save_strategy="no",
                        report_to="none", seed=0, completion_only_loss=True, gradient_checkpointing=False,
-                       use_cpu=not torch.cuda.is_available(), model_init_kwargs={"dtype": "float32"})
+                       use_cpu=not torch.cuda.is_available(), model_init_kwargs={"dtype": "float32"},
+                       bf16=False)  # TRL would autocast to bf16, which this CPU runs in a slow reference GEMM
     trainer = SFTTrainer(model=model_path, args=config, train_dataset=Dataset.from_list(examples))
     trainer.train()
     folder = out / "judge"

@@ -19,8 +19,25 @@ class DataFileError(ValueError):
     """A data file that is missing or malformed; the message names the file and the problem."""
 
 
+def _umask() -> int:
+    """The process umask, read without changing it where the OS allows (changing it races other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see either the old file or the whole new one."""
+    """Write ``text`` to ``path`` so that readers see either the old file or the whole new one.
+
+    The file gets the permissions a plain ``open(path, "w")`` would give (0666 less the umask), not the
+    0600 of the temporary file it is written through."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -28,6 +45,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
+            os.fchmod(handle.fileno(), 0o666 & ~_umask())
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -48,10 +66,19 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def read_json(path: str | os.PathLike[str]) -> Any:
+def require_file(path: str | os.PathLike[str], what: str = "file") -> Path:
+    """``path`` as a Path when it is a file; otherwise a DataFileError that says whether it is missing or
+    a folder."""
     path = Path(path)
+    if path.is_dir():
+        raise DataFileError(f"{path}: is a folder; give the {what} inside it")
     if not path.is_file():
-        raise DataFileError(f"{path}: file not found")
+        raise DataFileError(f"{path}: {what} not found")
+    return path
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    path = require_file(path)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -61,9 +88,7 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 def iter_jsonl(path: str | os.PathLike[str], *, tolerate_torn_tail: bool = True) -> Iterator[dict[str, Any]]:
     """Yield the objects of a JSON Lines file. A malformed line raises with its line number, except a
     malformed *last* line without a newline (a write cut short by a kill), which is skipped."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataFileError(f"{path}: file not found")
+    path = require_file(path)
     with path.open("r", encoding="utf-8") as handle:
         lines = handle.readlines()
     for number, line in enumerate(lines, start=1):

@@ -100,3 +100,31 @@ def test_synthetic_world_keyframes_oracle_build_prompts(tmp_path, capsys):
     assert report.skipped == [] and len(rows) == len(questions)
     assert all(row.prompt[1]["content"].count("Frame 0: Observe:") == 1 for row in rows)
     assert {row.answer_type for row in rows} <= {"choice", "number"}
+
+
+def test_build_prompts_refuses_answers_outside_the_options_and_empty_inputs(dataset, tmp_path, capsys):
+    import json
+
+    perception, rows_path = tmp_path / "perception.jsonl", tmp_path / "rows.jsonl"
+    with FakeVLMServer(latency=0.0) as server:
+        assert main(["perceive", "--qa", str(dataset.qa), "--keyframes", str(dataset.keyframes), "--backend",
+                     "openai", "--base-url", server.base_url, "--model", "fake-vlm", "--out", str(perception)]) == 0
+    questions = read_jsonl(dataset.qa)
+    questions[0]["answer"] = "E"  # options are A-C
+    bad_qa = tmp_path / "qa.jsonl"
+    bad_qa.write_text("".join(json.dumps(q) + "\n" for q in questions))
+    capsys.readouterr()
+    assert main(["build-prompts", "--qa", str(bad_qa), "--perception", str(perception), "--out", str(rows_path)]) == 0
+    out = capsys.readouterr().out
+    assert "skipped 1 question(s) whose answer is not among their options" in out and "'E'" in out
+    rows, _ = load_prompt_rows_jsonl(rows_path)
+    assert len(rows) == len(questions) - 1 and questions[0]["id"] not in {r.id for r in rows}
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["build-prompts", "--qa", str(empty), "--perception", str(perception), "--out", str(rows_path)]) == 2
+    assert "holds no questions" in capsys.readouterr().err
+    assert main(["build-prompts", "--qa", str(dataset.qa), "--perception", str(empty), "--out", str(rows_path)]) == 2
+    assert "holds no perception records" in capsys.readouterr().err
+    assert main(["build-prompts", "--qa", str(tmp_path), "--perception", str(perception), "--out", str(rows_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err

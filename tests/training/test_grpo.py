@@ -190,3 +190,24 @@ def test_tensorboard_skips_unset_metrics_without_warnings(quiet: bool) -> None:
     assert not any("consistency" in tag for tag, _, _ in writer.scalars)
     # The stock callback warns about the None (the reason for ours); ours says nothing.
     assert bool(warnings) is not quiet, warnings
+
+
+def test_a_checkpoint_cut_short_by_a_kill_is_skipped_on_resume(tiny_recipe, capsys, caplog) -> None:
+    recipe = tiny_recipe()  # 2 steps, a checkpoint every 2
+    run = Path(load_recipe(recipe).output_dir)
+    assert main(["train", "--recipe", str(recipe)]) == 0
+    # What a kill -9 during the next save leaves: config files and a temporary weights file, no state.
+    partial = run / "checkpoint-3"
+    partial.mkdir()
+    (partial / "config.json").write_text("{}")
+    (partial / "tmpabc.safetensors.tmp").write_bytes(b"\0" * 1024)
+    assert main(["train", "--recipe", str(recipe), "--set", "max_steps=4"]) == 2
+    err = capsys.readouterr().err
+    assert "checkpoint-3 is incomplete" in err and "--resume" in err and "checkpoint-2" in err
+    with caplog.at_level("WARNING", logger="embodied_r.training.grpo"):
+        assert main(["train", "--recipe", str(recipe), "--set", "max_steps=4", "--resume"]) == 0
+    assert any("removed incomplete checkpoint(s) checkpoint-3" in r.message and "checkpoint-2" in r.message
+               for r in caplog.records)
+    steps = [r["step"] for r in read_jsonl(run / "metrics.jsonl") if "loss" in r]
+    assert steps == [1, 2, 3, 4]  # continued after step 2
+    assert not partial.exists() and (run / "checkpoint-4" / "trainer_state.json").is_file()

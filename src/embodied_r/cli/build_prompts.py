@@ -29,6 +29,21 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def split_invalid_answers(rows: list[Any]) -> tuple[list[Any], list[str]]:
+    """Rows whose choice answer is one of their option letters, and a reason for each other row."""
+    from embodied_r.reasoning.parsing import option_letters
+
+    kept, invalid = [], []
+    for row in rows:
+        if row.answer_type == "choice" and row.options:
+            letters = option_letters(row.options)
+            if str(row.answer).strip().upper() not in letters:
+                invalid.append(f"{row.id}: answer {row.answer!r} is not one of {', '.join(letters)}")
+                continue
+        kept.append(row)
+    return kept, invalid
+
+
 def run(args: argparse.Namespace) -> int:
     from embodied_r.cli.common import console
     from embodied_r.io import DataFileError, iter_jsonl, write_jsonl
@@ -37,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
     from embodied_r.records import Perception
 
     questions = load_questions(args.qa)
+    if not questions:
+        raise DataFileError(f"{args.qa}: holds no questions")
     perceptions: dict[str, Perception] = {}
     for number, data in enumerate(iter_jsonl(args.perception), start=1):
         try:
@@ -44,10 +61,20 @@ def run(args: argparse.Namespace) -> int:
         except (TypeError, ValueError) as exc:
             raise DataFileError(f"{args.perception}: record {number}: {exc}") from exc
         perceptions[record.qa_id] = record  # a later record for the same question supersedes
+    if not perceptions:
+        raise DataFileError(f"{args.perception}: holds no perception records; run `embodied-r perceive` first")
     rows, missing = build_rows(questions, perceptions, args.prompt_version)
+    rows, invalid = split_invalid_answers(rows)
+    if not rows:
+        raise DataFileError(f"no prompt row could be built from {args.qa} and {args.perception} "
+                            f"({len(missing)} without perception, {len(invalid)} with an answer not among the options)")
     write_jsonl(args.out, [row.to_dict() for row in rows])
     out = console()
     out.print(f"wrote {len(rows)} prompt row(s) ({args.prompt_version}) to {args.out}", markup=False)
+    if invalid:
+        shown = "; ".join(invalid[:5]) + (" ..." if len(invalid) > 5 else "")
+        out.print(f"skipped {len(invalid)} question(s) whose answer is not among their options: {shown}",
+                  markup=False)
     if missing:
         shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
         out.print(f"skipped {len(missing)} question(s) without perception: {shown}; run `embodied-r perceive` "

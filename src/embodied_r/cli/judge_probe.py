@@ -66,8 +66,10 @@ def run(args: argparse.Namespace) -> int:
         result = run_probe(judge, cases, min_agreement=args.min_agreement, max_letter_share=args.max_letter_share)
     except JudgeError as exc:
         raise CLIError(str(exc)) from exc
-    rows_out = [[kind, result.agreement.get(kind)] for kind in ("content", "named", "conflict")]
-    rows_out.append(["conflict: follows the named letter", result.follows_named_letter])
+    rows_out = [["content only: answers its option", result.agreement.get("content")],
+                ["content + its letter named: answers its option", result.agreement.get("named")],
+                ["content + another letter named: answers the content's option", result.agreement.get("conflict")],
+                ["content + another letter named: answers the named letter", result.follows_named_letter]]
     rows_out.append([f"most frequent letter ({result.top_letter})", result.top_letter_share])
     rows_out.append(["seconds per judgement", result.seconds_per_judgement])
     print_table(f"judge probe: {result.judge} ({result.cases} cases, {result.questions} questions, letters "

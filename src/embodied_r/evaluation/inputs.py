@@ -19,7 +19,7 @@ from embodied_r.evaluation.benchmarks.common import LoadReport
 from embodied_r.evaluation.benchmarks.registry import (
     load_qa, parse_spec, prompt_rows_from_perception, read_perceptions,
 )
-from embodied_r.io import DataFileError
+from embodied_r.io import DataFileError, require_file
 from embodied_r.records import PromptRow, QARecord
 
 logger = logging.getLogger(__name__)
@@ -47,9 +47,7 @@ def load_prompt_file(path: str | Path, prompt_version: str = "official-v1") -> t
     from embodied_r.evaluation.benchmarks.embodied_r_json import load_embodied_r_json
     from embodied_r.evaluation.runner import load_prompt_rows_jsonl
 
-    path = Path(path)
-    if not path.exists():
-        raise DataFileError(f"{path}: file not found")
+    path = require_file(path)
     if path.suffix == ".jsonl":
         return load_prompt_rows_jsonl(path)
     if path.suffix == ".json":

@@ -157,11 +157,29 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
     other than the training reward's, or the rate is flagged as circular. ``completion_prefix`` prefills the
     reasoner's assistant turn (use the training recipe's value); the baselines never get it.
     """
-    from embodied_r.evaluation.analysis import assemble_metrics, run_baselines, run_consistency
-
     started = time.perf_counter()
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise DataFileError(f"--out {out}: is a file; give a folder for predictions.jsonl and metrics.json")
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _run_eval_in(out, started, data, model_name, limit, batch_size, max_new_tokens, dtype, progress,
+                            perception, engine, prompt_version, baselines, direct_max_new_tokens, judge, judge_model,
+                            report, completion_prefix, judge_sees_letters)
+    except BaseException:
+        if created and not any(out.iterdir()):
+            out.rmdir()  # a run that failed before writing anything leaves no empty folder behind
+        raise
+
+
+def _run_eval_in(out: Path, started: float, data: str | Path, model_name: str, limit: int | None, batch_size: int,
+                 max_new_tokens: int, dtype: str, progress: Callable[[int, int], None] | None, perception: Any,
+                 engine: str, prompt_version: str, baselines: Sequence[str], direct_max_new_tokens: int,
+                 judge: str | None, judge_model: str | None, report: bool, completion_prefix: str,
+                 judge_sees_letters: bool) -> dict[str, Any]:
+    from embodied_r.evaluation.analysis import assemble_metrics, run_baselines, run_consistency
+
     rows, load_report = load_eval_rows(data, prompt_version=prompt_version, perception=perception, out_dir=out)
     from embodied_r.training.data import has_image
 
@@ -171,9 +189,11 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
     if limit is not None:
         rows = rows[:limit]
     if not rows:
-        raise DataFileError(f"{data}: no usable questions ({len(load_report.skipped)} skipped: "
-                            f"{load_report.reason_counts()})")
-    _check_same_run(out, data, model_name, completion_prefix)
+        if load_report.skipped:
+            raise DataFileError(f"{data}: no usable questions ({len(load_report.skipped)} skipped: "
+                                f"{load_report.reason_counts()})")
+        raise DataFileError(f"{data}: holds no questions")
+    write_stamp = _check_same_run(out, data, model_name, completion_prefix)
     cache: dict[str, Any] = {}
 
     def engine_factory() -> Any:
@@ -181,6 +201,7 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
             from embodied_r.evaluation.generation import make_engine
 
             cache["engine"] = make_engine(model_name, engine=engine, dtype=dtype)
+            write_stamp()  # only a model that loads claims the folder (a typo leaves it free)
         return cache["engine"]
 
     predictions, generated = generate_resumable(engine_factory, rows, out / "predictions.jsonl", batch_size,
@@ -201,15 +222,16 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
         "perception": perception.describe() if perception is not None and perception.given else None,
         "wall_time_s": round(time.perf_counter() - started, 2),
     })
+    write_stamp()
     atomic_write_json(out / "metrics.json", metrics)
     if report:
         from embodied_r.evaluation.report import build_report
 
         build_report([out], out)
     return metrics
-def _check_same_run(out: Path, data: str | Path, model_name: str, completion_prefix: str = "") -> None:
+def _check_same_run(out: Path, data: str | Path, model_name: str, completion_prefix: str = "") -> Callable[[], None]:
     """Refuse to mix predictions of a different model, data set or completion prefix into an existing
-    output folder."""
+    output folder; returns the function that stamps the folder (called once the model has loaded)."""
     stamp = out / "run.json"
     spec = parse_spec(str(data))
     resolved = str(Path(spec.path).resolve())
@@ -222,5 +244,10 @@ def _check_same_run(out: Path, data: str | Path, model_name: str, completion_pre
             raise DataFileError(
                 f"{out} holds a run of {json.dumps(previous)}; use another --out folder for {json.dumps(current)}"
             )
-    else:
-        atomic_write_json(stamp, current)
+        return lambda: None
+
+    def write() -> None:
+        if not stamp.exists():
+            atomic_write_json(stamp, current)
+
+    return write

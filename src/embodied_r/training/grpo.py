@@ -17,6 +17,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from accelerate import PartialState
 from trl import GRPOConfig, GRPOTrainer
 
 from embodied_r.io import atomic_write_json, atomic_write_text
@@ -134,8 +135,6 @@ def build_config(recipe: Recipe, schedule: RewardSchedule | None) -> GRPOConfig:
         values.setdefault("use_cpu", True)
     if schedule is not None:
         values["reward_weights"] = schedule.weights_at(epoch=0.0, step=1)
-    from accelerate import PartialState
-
     check_batch_geometry(recipe.trl, PartialState().num_processes)
     try:
         return GRPOConfig(**values)
@@ -200,16 +199,36 @@ def _gate_consistency(
     consistency = consistency_in_use(rewards, stages)
     if consistency is None:
         return None
-    from accelerate import PartialState
-
     return gate_judge(consistency, rows, recipe.output_dir, probe_settings(recipe.judge_probe),
                       recipe.allow_weak_judge, str(recipe.train_data), PartialState().is_main_process)
 
 
 def existing_checkpoints(output_dir: Path) -> list[Path]:
-    """TRL checkpoint folders in ``output_dir``, oldest first."""
+    """TRL checkpoint folders in ``output_dir``, oldest first (complete or not)."""
     found = [p for p in output_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
     return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
+
+
+def is_complete_checkpoint(folder: Path) -> bool:
+    """The Trainer writes ``trainer_state.json`` last (after weights, optimizer and RNG state), so a
+    checkpoint is complete when that file exists and parses; a kill during a save leaves it without."""
+    import json
+
+    state = folder / "trainer_state.json"
+    try:
+        return state.is_file() and isinstance(json.loads(state.read_text(encoding="utf-8")), dict)
+    except (OSError, ValueError):
+        return False
+
+
+def drop_partial_checkpoints(output_dir: Path) -> list[str]:
+    """Remove checkpoint folders a kill left half-written; returns their names (logged by the caller)."""
+    import shutil
+
+    partial = [p for p in existing_checkpoints(output_dir) if not is_complete_checkpoint(p)]
+    for folder in partial:
+        shutil.rmtree(folder, ignore_errors=True)
+    return [p.name for p in partial]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -226,13 +245,25 @@ def build_trainer(
 
     output_dir = recipe.output_dir
     checkpoints = existing_checkpoints(output_dir)
+    complete = [p for p in checkpoints if is_complete_checkpoint(p)]
     if resume and not checkpoints:
         raise RecipeError(f"--resume: no checkpoint-* folder in {output_dir}; run without --resume to start")
     if not resume and checkpoints:
+        partial = [p.name for p in checkpoints if p not in complete]
+        note = (f" ({', '.join(partial)} {'is' if len(partial) == 1 else 'are'} incomplete: a save was interrupted; "
+                "--resume removes it and continues from the last complete checkpoint"
+                + (f", {complete[-1].name})" if complete else ", or starts over when there is none)")) if partial else ""
         raise RecipeError(
-            f"{output_dir} already has {checkpoints[-1].name}; pass --resume to continue that run, or set "
+            f"{output_dir} already has {checkpoints[-1].name}{note}; pass --resume to continue that run, or set "
             "output_dir to a new folder"
         )
+    if resume:
+        dropped = drop_partial_checkpoints(output_dir) if PartialState().is_main_process else []
+        if dropped:
+            logger.warning(
+                "--resume: removed incomplete checkpoint(s) %s (a save was interrupted); %s", ", ".join(dropped),
+                f"continuing from {complete[-1].name}" if complete else "no complete checkpoint: starting over",
+            )
     check_runtime(recipe)
     rows = load_prompt_rows(recipe.train_data, recipe.max_train_rows)
     eval_rows = load_prompt_rows(recipe.eval_data)[: recipe.eval_max_rows] if recipe.eval_data else []
@@ -311,6 +342,7 @@ def build_trainer(
         "model_path": model_path,
         "resume": resume,
         "judge_probe": probe,
+        "resume_from": str(complete[-1]) if resume and complete else None,
     }
     return trainer, context
 
@@ -359,7 +391,7 @@ def train(recipe: Recipe, resume: bool = False, judge: Any = None) -> dict[str, 
     if trainer.accelerator.is_main_process:
         recipe.output_dir.mkdir(parents=True, exist_ok=True)
         save_resolved(recipe, trainer, context)
-    output = trainer.train(resume_from_checkpoint=True if resume else None)
+    output = trainer.train(resume_from_checkpoint=context["resume_from"])
     final_dir = recipe.output_dir / "final"
     trainer.save_model(str(final_dir))
     if trainer.accelerator.is_main_process:

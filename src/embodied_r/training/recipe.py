@@ -182,6 +182,7 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
         raise RecipeError(f"{source}: set either reward_weights (static) or reward_schedule, not both")
     if recipe.lora is not None and not isinstance(recipe.lora, dict):
         raise RecipeError(f"{source}: 'lora' must be a mapping like {{r: 16, alpha: 32}} or null")
+    check_trl_values(recipe.trl, source)
     check_rollout_settings(recipe.trl, source)
     if not isinstance(recipe.completion_prefix, str):
         raise RecipeError(
@@ -213,6 +214,60 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
         value = getattr(recipe, key)
         if not isinstance(value, int) or value < 0:
             raise RecipeError(f"{source}: {key!r} must be a non-negative integer, got {value!r}")
+
+
+# Ranges TRL and torch only enforce deep inside training (or not at all); checked before anything loads.
+_POSITIVE = ("learning_rate", "num_train_epochs", "temperature", "per_device_train_batch_size",
+             "gradient_accumulation_steps", "max_completion_length", "logging_steps", "save_steps")
+_NON_NEGATIVE = ("beta", "top_k", "warmup_steps", "weight_decay", "epsilon", "num_iterations")
+
+
+def check_trl_values(trl: dict[str, Any], source: str = "recipe") -> None:
+    """Types of GRPOConfig values (from the field's type) and the ranges above, each as one clear line."""
+    import dataclasses
+    import types
+    import typing
+
+    from trl import GRPOConfig
+
+    fields = {f.name: f for f in dataclasses.fields(GRPOConfig)}
+    for key, value in trl.items():
+        field_info = fields.get(key)
+        if field_info is None or value is None:
+            continue
+        kind = field_info.type
+        allowed = set(typing.get_args(kind)) if isinstance(kind, types.UnionType) else {kind}
+        scalar = allowed & {int, float, bool, str}
+        if not scalar or allowed - scalar - {type(None)}:
+            continue  # enums, lists and mixed types: TRL's own checks apply
+        if not _matches(value, scalar):
+            names = " or ".join(sorted(t.__name__ for t in scalar))
+            raise RecipeError(f"{source}: {key} must be {names}, got {value!r}")
+    for key in _POSITIVE:
+        if key in trl and trl[key] is not None and not trl[key] > 0:
+            raise RecipeError(f"{source}: {key} must be positive, got {trl[key]!r}")
+    for key in _NON_NEGATIVE:
+        if key in trl and trl[key] is not None and trl[key] < 0:
+            raise RecipeError(f"{source}: {key} must be non-negative, got {trl[key]!r}")
+    if trl.get("max_steps") is not None and (trl["max_steps"] == 0 or trl["max_steps"] < -1):
+        raise RecipeError(f"{source}: max_steps must be positive (or -1 for num_train_epochs), got {trl['max_steps']!r}")
+    generations = trl.get("num_generations")
+    if generations is not None and generations < 2:
+        raise RecipeError(f"{source}: num_generations must be at least 2 (GRPO compares completions of one "
+                          f"prompt), got {generations!r}")
+    if trl.get("top_p") is not None and not 0 < trl["top_p"] <= 1:
+        raise RecipeError(f"{source}: top_p must be in (0, 1], got {trl['top_p']!r}")
+
+
+def _matches(value: Any, scalar: set[type]) -> bool:
+    """Whether a YAML value fits a field typed with these scalar types (an int fits a float field)."""
+    if isinstance(value, bool):
+        return bool in scalar
+    if isinstance(value, int):
+        return bool(scalar & {int, float})
+    if isinstance(value, float):
+        return float in scalar
+    return isinstance(value, str) and str in scalar
 
 
 VLLM_MODES = ("colocate", "server")
