@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from embodied_r.io import atomic_write_json, atomic_write_text, read_json
+from embodied_r.io import atomic_write_json, atomic_write_text, exclusive_output, read_json
 from embodied_r.training.warmup import warmup_model_dir
 
 logger = logging.getLogger(__name__)
@@ -211,9 +211,16 @@ def run_demo(out: str | Path, minutes: float = 15.0, model: str = DEFAULT_MODEL,
              size: DemoSize | None = None) -> dict[str, Any]:
     """Run (or resume) every stage; returns the summary also written to ``DIR/demo_summary.json``.
 
-    ``size`` overrides the sizes derived from ``minutes`` (tests use a tiny one)."""
+    ``size`` overrides the sizes derived from ``minutes`` (tests use a tiny one). A second demo into the
+    same folder at once is refused."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    with exclusive_output(out):
+        return _run_demo_in(out, minutes, model, workers, force, on_stage, size)
+
+
+def _run_demo_in(out: Path, minutes: float, model: str, workers: int, force: bool,
+                 on_stage: Callable[[Stage, int, int, str], None] | None, size: DemoSize | None) -> dict[str, Any]:
     size = size or DemoSize.for_minutes(minutes)
     stages = plan(out, size, model, workers)
     atomic_write_text(out / "train_recipe.yaml", yaml.safe_dump(training_recipe(out, size, model), sort_keys=False))

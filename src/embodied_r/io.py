@@ -7,6 +7,7 @@ last line (killed mid-write) is ignored on read and truncated away before append
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -154,3 +155,49 @@ class JsonlAppender:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+
+
+# ---------------------------------------------------------------------------------------------------
+# One writer per output
+# ---------------------------------------------------------------------------------------------------
+
+LOCK_NAME = ".embodied-r.lock"
+
+
+class OutputLockedError(DataFileError):
+    """Another process is writing the same output."""
+
+
+def lock_path_for(output: str | os.PathLike[str]) -> Path:
+    """The lock file of an output: ``DIR/.embodied-r.lock`` for a folder, ``FILE.lock`` beside a file."""
+    output = Path(output)
+    return output / LOCK_NAME if output.is_dir() or not output.suffix else output.with_name(output.name + ".lock")
+
+
+@contextlib.contextmanager
+def exclusive_output(output: str | os.PathLike[str]) -> Iterator[Path]:
+    """Hold an exclusive lock on ``output`` (a folder or a file) while the body writes it.
+
+    A second process asking for the same output fails at once with ``OutputLockedError`` naming the
+    holder's pid. The lock is the kernel's (``flock``), so a holder that dies, even by kill -9, releases
+    it and the next run takes it over; the lock file itself stays (removing it would race a waiter).
+    """
+    import fcntl
+
+    path = lock_path_for(output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise OutputLockedError(
+                f"{output} is being written by another embodied-r process (pid {holder}); wait for it to "
+                "finish, stop it, or use another output"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        yield path
+    finally:
+        os.close(fd)  # closing releases the lock

@@ -17,7 +17,7 @@ INSTRUCTION = "Reply with a single option letter (A, B, C, D) and nothing else."
 class _NoModel:
     """Enough of a model for prompt fitting (no forward pass): a context size and no parameters."""
 
-    class config:  # noqa: N801 - mimics model.config
+    class config:  # mimics model.config (a lower-case attribute holding a class)
         max_position_embeddings = 8192
 
     def eval(self):

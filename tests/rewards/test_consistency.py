@@ -7,9 +7,6 @@ import socket
 
 import pytest
 
-from embodied_r.reasoning.prompts import build_reasoner_messages
-from embodied_r.rewards import get_reward
-from embodied_r.rewards.consistency import ConsistencyReward
 from embodied_r.inference.judges import (
     JudgeError,
     OpenAIJudge,
@@ -17,6 +14,9 @@ from embodied_r.inference.judges import (
     build_judge,
     question_for_judge,
 )
+from embodied_r.reasoning.prompts import build_reasoner_messages
+from embodied_r.rewards import get_reward
+from embodied_r.rewards.consistency import ConsistencyReward
 
 OPTIONS = ["A. left", "B. right", "C. behind"]
 PROMPT = build_reasoner_messages([{"delta": "A chair is on the right."}], "Where is the chair?", OPTIONS)

@@ -51,7 +51,7 @@ def test_a_content_reading_judge_passes_and_its_probe_is_reused(choice_recipe, m
     recipe = choice_recipe()
     _, context = build_trainer(recipe, judge=ContentJudge())
     assert context["judge_probe"]["passed"] is True and context["judge_probe"]["agreement"]["content"] == 1.0
-    import embodied_r.inference.judge_probe as judge_probe
+    from embodied_r.inference import judge_probe
 
     monkeypatch.setattr(judge_probe, "run_probe", lambda *a, **k: pytest.fail("an identical probe was run again"))
     _, again = build_trainer(recipe, judge=ContentJudge())

@@ -121,6 +121,9 @@ def print_metrics(metrics: dict[str, Any]) -> None:
     out = console()
     out.print(f"unparsed rate {overall['unparsed_rate']:.1%}; {metrics['resumed']} predictions resumed, "
               f"{metrics['generated_this_run']} generated this run; wall time {metrics['wall_time_s']} s")
+    if metrics.get("duplicate_predictions_ignored"):
+        out.print(f"{metrics['duplicate_predictions_ignored']} duplicate prediction(s) in predictions.jsonl were "
+                  "ignored (each question counts once, with its first prediction)")
     if overall.get("empty_completions"):
         out.print(f"{overall['empty_completions']} completion(s) were empty (counted as unparsed, scored 0)")
     if metrics.get("n_skipped"):

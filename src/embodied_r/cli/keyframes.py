@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from embodied_r.cli.common import CLIError, console, print_table
+    from embodied_r.io import exclusive_output
     from embodied_r.video.batch import KeyframeJob, expand_inputs, is_done, output_path
 
     _check_options(args, CLIError)
@@ -51,11 +52,13 @@ def run(args: argparse.Namespace) -> int:
     _check_unique_outputs(videos, out_dir, output_path, CLIError)
     job = KeyframeJob(args.strategy, args.sample_fps, args.threshold, args.min_frames, args.max_frames,
                       args.save_images)
-    todo = [v for v in videos if not is_done(out_dir, v, job)]
-    out = console()
-    if len(todo) < len(videos):
-        out.print(f"skipping {len(videos) - len(todo)} video(s) already done in {out_dir}")
-    results = _run_with_progress(todo, out_dir, job, args.workers)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with exclusive_output(out_dir):  # one writer per folder, taken before deciding what is left to do
+        todo = [v for v in videos if not is_done(out_dir, v, job)]
+        out = console()
+        if len(todo) < len(videos):
+            out.print(f"skipping {len(videos) - len(todo)} video(s) already done in {out_dir}")
+        results = _run_with_progress(todo, out_dir, job, args.workers)
     failed = [r for r in results if not r["ok"]]
     done = [r for r in results if r["ok"]]
     if done:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from embodied_r.evaluation.benchmarks.common import LoadReport, check_records, r
 from embodied_r.evaluation.benchmarks.registry import parse_spec
 from embodied_r.evaluation.generation import TransformersEngine
 from embodied_r.evaluation.metrics import score_answer
-from embodied_r.io import DataFileError, JsonlAppender, atomic_write_json, read_json
+from embodied_r.io import DataFileError, JsonlAppender, atomic_write_json, exclusive_output, lock_path_for, read_json
 from embodied_r.reasoning.parsing import parse_answer
 from embodied_r.records import Prediction, PromptRow
 
@@ -141,7 +141,29 @@ def generate_resumable(engine_factory: Callable[[], Any], rows: Sequence[PromptR
             evaluate_with_engine(engine, todo, batch_size=batch_size, max_new_tokens=max_new_tokens,
                                  on_predictions=persist, completion_prefix=completion_prefix)
     wanted = {r.id for r in rows}
-    return [p for p in appender.existing() if p["id"] in wanted], generated
+    predictions, duplicates = first_per_id(p for p in appender.existing() if p["id"] in wanted)
+    if duplicates:
+        logger.warning("%s holds %d duplicate prediction(s) (an earlier concurrent run?); each id counts once, "
+                       "its first prediction", path, duplicates)
+    return predictions, generated
+
+
+def first_per_id(records: Iterable[dict[str, Any]], key: str = "id") -> tuple[list[dict[str, Any]], int]:
+    """The first record of each ``key`` in order, and how many later duplicates were dropped.
+
+    >>> first_per_id([{"id": "a", "v": 1}, {"id": "b"}, {"id": "a", "v": 2}])
+    ([{'id': 'a', 'v': 1}, {'id': 'b'}], 1)
+    """
+    seen: set[str] = set()
+    kept: list[dict[str, Any]] = []
+    dropped = 0
+    for record in records:
+        if str(record[key]) in seen:
+            dropped += 1
+            continue
+        seen.add(str(record[key]))
+        kept.append(record)
+    return kept, dropped
 
 
 def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int | None = None,
@@ -164,11 +186,13 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     try:
-        return _run_eval_in(out, started, data, model_name, limit, batch_size, max_new_tokens, dtype, progress,
-                            perception, engine, prompt_version, baselines, direct_max_new_tokens, judge, judge_model,
-                            report, completion_prefix, judge_sees_letters)
+        with exclusive_output(out) as lock:  # one writer per folder: a second eval exits at once
+            return _run_eval_in(out, started, data, model_name, limit, batch_size, max_new_tokens, dtype,
+                                progress, perception, engine, prompt_version, baselines, direct_max_new_tokens,
+                                judge, judge_model, report, completion_prefix, judge_sees_letters)
     except BaseException:
-        if created and not any(out.iterdir()):
+        if created and {p.name for p in out.iterdir()} <= {lock_path_for(out).name}:
+            lock_path_for(out).unlink(missing_ok=True)
             out.rmdir()  # a run that failed before writing anything leaves no empty folder behind
         raise
 
@@ -206,6 +230,9 @@ def _run_eval_in(out: Path, started: float, data: str | Path, model_name: str, l
 
     predictions, generated = generate_resumable(engine_factory, rows, out / "predictions.jsonl", batch_size,
                                                 max_new_tokens, progress, completion_prefix=completion_prefix)
+    wanted = {r.id for r in rows}
+    duplicates = sum(1 for p in JsonlAppender(out / "predictions.jsonl").existing() if p["id"] in wanted) - len(
+        predictions)
     baseline_tables = run_baselines(baselines, rows, out, engine_factory, batch_size, direct_max_new_tokens,
                                     perception)
     consistency = run_consistency(judge, judge_model, model_name, dtype, rows, predictions, out,
@@ -214,6 +241,7 @@ def _run_eval_in(out: Path, started: float, data: str | Path, model_name: str, l
     metrics = assemble_metrics(predictions, rows, baseline_tables, consistency, load_report)
     metrics.update({
         "model": model_name, "data": str(data), "n_questions": len(rows),
+        "duplicate_predictions_ignored": duplicates,
         "generated_this_run": generated, "resumed": len(rows) - generated,
         "skipped": load_report.skipped, "n_skipped": len(load_report.skipped),
         "generation": {"do_sample": False, "max_new_tokens": max_new_tokens, "batch_size": batch_size,

@@ -40,16 +40,16 @@ DEFAULT_MAX_LETTER_SHARE = 0.5
 # Reasoning templates: {target} is the option text the reasoning reaches, {other}/{others} options it
 # rules out, {topic} words of the question. Several phrasings, so no judge passes by one pattern.
 _TEMPLATES = (
-    "The question asks {topic}. Going through the choices, {others} do not match what was observed, "
-    "while \"{target}\" does. So the answer is \"{target}\".",
-    "I need to work out {topic}. It cannot be \"{other}\"; the observations point to \"{target}\". "
-    "Therefore: \"{target}\".",
-    "Considering {topic}: \"{target}\" fits the evidence best, better than \"{other}\". "
-    "Final conclusion: \"{target}\".",
-    "Ruling out {others}, since none of them agree with the scene, what remains for {topic} is "
-    "\"{target}\", and that is my conclusion.",
-    "At first \"{other}\" looked possible, but checking {topic} again, the right description is "
-    "\"{target}\".",
+    ("The question asks {topic}. Going through the choices, {others} do not match what was observed, "
+     "while \"{target}\" does. So the answer is \"{target}\"."),
+    ("I need to work out {topic}. It cannot be \"{other}\"; the observations point to \"{target}\". "
+     "Therefore: \"{target}\"."),
+    ("Considering {topic}: \"{target}\" fits the evidence best, better than \"{other}\". "
+     "Final conclusion: \"{target}\"."),
+    ("Ruling out {others}, since none of them agree with the scene, what remains for {topic} is "
+     "\"{target}\", and that is my conclusion."),
+    ("At first \"{other}\" looked possible, but checking {topic} again, the right description is "
+     "\"{target}\"."),
 )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from embodied_r.io import DataFileError, JsonlAppender, atomic_write_text, iter_jsonl, read_json
+from embodied_r.io import DataFileError, JsonlAppender, atomic_write_text, exclusive_output, iter_jsonl, read_json
 from embodied_r.perception.backends import FrameRequest, FrameResult, PerceptionBackend
 from embodied_r.perception.cache import PerceptionCache, request_key, video_content_hash
 from embodied_r.perception.entities import extract_entities
@@ -177,7 +177,16 @@ def perceive(questions: Sequence[QARecord], qa_dir: str | Path, keyframes_dir: s
              progress: ProgressFn | None = None) -> PerceiveSummary:
     """Write one ``Perception`` record per question to ``out_path`` (JSON Lines, resumable).
 
-    With ``cache.force`` the output is started afresh and every request is recomputed."""
+    With ``cache.force`` the output is started afresh and every request is recomputed. A second process
+    writing the same ``out_path`` at once is refused (``OutputLockedError``)."""
+    with exclusive_output(out_path):
+        return _perceive(questions, qa_dir, keyframes_dir, backend, cache, out_path, prompt_version, max_side,
+                         progress)
+
+
+def _perceive(questions: Sequence[QARecord], qa_dir: str | Path, keyframes_dir: str | Path,
+              backend: PerceptionBackend, cache: PerceptionCache, out_path: str | Path, prompt_version: str,
+              max_side: int | None, progress: ProgressFn | None) -> PerceiveSummary:
     started = time.perf_counter()
     qa_dir, keyframes_dir = Path(qa_dir), Path(keyframes_dir)
     if cache.force and Path(out_path).exists():

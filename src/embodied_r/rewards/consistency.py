@@ -69,7 +69,7 @@ def _process_group() -> tuple[int, int]:
 
 def gather_flags(local: list[bool]) -> list[list[bool]]:
     """Every process's ``local`` list, in rank order (the order TRL gathers rewards in)."""
-    rank, world = _process_group()
+    _, world = _process_group()
     if world == 1:
         return [list(local)]
     import torch.distributed as dist

@@ -13,6 +13,7 @@ Files in ``output_dir``: ``resolved_recipe.yaml``, ``grpo_config.json``, ``metri
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 from accelerate import PartialState
 from trl import GRPOConfig, GRPOTrainer
 
-from embodied_r.io import atomic_write_json, atomic_write_text
+from embodied_r.io import atomic_write_json, atomic_write_text, exclusive_output
 from embodied_r.rewards import get_reward, is_factory
 from embodied_r.rewards.schedule import RewardSchedule, make_schedule_callback
 from embodied_r.rewards.text import with_completion_prefix
@@ -387,6 +388,13 @@ def train(recipe: Recipe, resume: bool = False, judge: Any = None) -> dict[str, 
 
     if not torch.cuda.is_available():
         fix_mmap_threshold()  # CPU training: freed activations go back to the OS (host_memory.py)
+    # One writer per run folder: the main process holds the lock (other ranks of the same run share it).
+    lock = exclusive_output(recipe.output_dir) if PartialState().is_main_process else contextlib.nullcontext()
+    with lock:
+        return _train_locked(recipe, resume, judge)
+
+
+def _train_locked(recipe: Recipe, resume: bool, judge: Any) -> dict[str, Any]:
     trainer, context = build_trainer(recipe, resume=resume, judge=judge)
     if trainer.accelerator.is_main_process:
         recipe.output_dir.mkdir(parents=True, exist_ok=True)
