@@ -56,6 +56,10 @@ def main() -> None:
         prompts[0] = build_reasoner_messages([{"delta": "a chair"}], "Where is the chair? " * 100, OPTIONS)
     results["groups"] = call(ConsistencyReward(judge, num_generations=4), prompts)
     (out / f"rank{rank}.json").write_text(json.dumps(results), encoding="utf-8")
+    # Leave together and tear the gloo group down: a rank that exits while the group's threads still
+    # run can abort at interpreter shutdown ("terminate called without an active exception").
+    state.wait_for_everyone()
+    state.destroy_process_group()
 
 
 if __name__ == "__main__":
