@@ -120,6 +120,12 @@ def test_build_prompts_refuses_answers_outside_the_options_and_empty_inputs(data
     rows, _ = load_prompt_rows_jsonl(rows_path)
     assert len(rows) == len(questions) - 1 and questions[0]["id"] not in {r.id for r in rows}
 
+    doubled = tmp_path / "doubled.jsonl"
+    doubled.write_text(perception.read_text() * 2)  # what two concurrent perceive runs used to leave
+    assert main(["build-prompts", "--qa", str(dataset.qa), "--perception", str(doubled), "--out", str(rows_path)]) == 0
+    assert f"holds {len(questions)} repeated record(s)" in capsys.readouterr().out
+    assert len(load_prompt_rows_jsonl(rows_path)[0]) == len(questions)
+
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert main(["build-prompts", "--qa", str(empty), "--perception", str(perception), "--out", str(rows_path)]) == 2

@@ -55,11 +55,13 @@ def run(args: argparse.Namespace) -> int:
     if not questions:
         raise DataFileError(f"{args.qa}: holds no questions")
     perceptions: dict[str, Perception] = {}
+    superseded = 0
     for number, data in enumerate(iter_jsonl(args.perception), start=1):
         try:
             record = Perception.from_dict(data)
         except (TypeError, ValueError) as exc:
             raise DataFileError(f"{args.perception}: record {number}: {exc}") from exc
+        superseded += int(record.qa_id in perceptions)
         perceptions[record.qa_id] = record  # a later record for the same question supersedes
     if not perceptions:
         raise DataFileError(f"{args.perception}: holds no perception records; run `embodied-r perceive` first")
@@ -71,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
     write_jsonl(args.out, [row.to_dict() for row in rows])
     out = console()
     out.print(f"wrote {len(rows)} prompt row(s) ({args.prompt_version}) to {args.out}", markup=False)
+    if superseded:
+        out.print(f"{args.perception} holds {superseded} repeated record(s) for a question; the last record of "
+                  "each question was used", markup=False)
     if invalid:
         shown = "; ".join(invalid[:5]) + (" ..." if len(invalid) > 5 else "")
         out.print(f"skipped {len(invalid)} question(s) whose answer is not among their options: {shown}",
