@@ -17,10 +17,21 @@ def probe_rows(n: int = 20) -> list[dict]:
     rows = []
     for i in range(n):
         options = OPTION_SETS[i % len(OPTION_SETS)]
-        prompt = build_reasoner_messages([{"delta": f"frame {i}: a chair and a sofa."}],
-                                         f"Which option fits object {i} in room {i}?", options)
-        rows.append({"id": f"p{i}", "task": "object_rel_direction", "prompt": prompt, "answer": "A",
-                     "answer_type": "choice", "options": options})
+        prompt = build_reasoner_messages(
+            [{"delta": f"frame {i}: a chair and a sofa."}],
+            f"Which option fits object {i} in room {i}?",
+            options,
+        )
+        rows.append(
+            {
+                "id": f"p{i}",
+                "task": "object_rel_direction",
+                "prompt": prompt,
+                "answer": "A",
+                "answer_type": "choice",
+                "options": options,
+            }
+        )
     return rows
 
 

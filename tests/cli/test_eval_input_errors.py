@@ -17,13 +17,45 @@ def test_a_model_typo_leaves_the_output_folder_free(tmp_path: Path, tiny_lm_dir:
     data = tmp_path / "rows.jsonl"
     write_jsonl(data, probe_rows(2))
     out = tmp_path / "eval"
-    assert main(["eval", "--data", str(data), "--model", str(tmp_path / "no-such-model"), "--out", str(out),
-                 "--baselines", "none"]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                "--data",
+                str(data),
+                "--model",
+                str(tmp_path / "no-such-model"),
+                "--out",
+                str(out),
+                "--baselines",
+                "none",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "could not load model" in err and "Traceback" not in err
     assert not out.exists()  # no run.json claiming the folder, no empty folder
-    assert main(["eval", "--data", str(data), "--model", str(tiny_lm_dir), "--out", str(out), "--baselines",
-                 "none", "--max-new-tokens", "2", "--dtype", "float32"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--data",
+                str(data),
+                "--model",
+                str(tiny_lm_dir),
+                "--out",
+                str(out),
+                "--baselines",
+                "none",
+                "--max-new-tokens",
+                "2",
+                "--dtype",
+                "float32",
+            ]
+        )
+        == 0
+    )
     assert json.loads((out / "run.json").read_text())["model"] == str(tiny_lm_dir)
 
 
@@ -36,11 +68,15 @@ def test_bad_paths_and_empty_files_say_what_is_wrong(tmp_path: Path, tiny_lm_dir
     assert "is a file; give a folder" in capsys.readouterr().err
     folder = tmp_path / "rows_folder.jsonl"
     folder.mkdir()
-    assert main(["eval", "--data", str(folder), "--model", str(tiny_lm_dir), "--out", str(tmp_path / "o")]) == 2
+    assert (
+        main(["eval", "--data", str(folder), "--model", str(tiny_lm_dir), "--out", str(tmp_path / "o")]) == 2
+    )
     assert "is a folder" in capsys.readouterr().err
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    assert main(["eval", "--data", str(empty), "--model", str(tiny_lm_dir), "--out", str(tmp_path / "o")]) == 2
+    assert (
+        main(["eval", "--data", str(empty), "--model", str(tiny_lm_dir), "--out", str(tmp_path / "o")]) == 2
+    )
     err = capsys.readouterr().err
     assert "holds no questions" in err and "0 skipped" not in err
 

@@ -17,8 +17,10 @@ from probe_rows import probe_rows
 from embodied_r.cli.main import main
 from embodied_r.io import OutputLockedError, exclusive_output, write_jsonl
 
-HOLD = "import sys, time\nfrom embodied_r.io import exclusive_output\nwith exclusive_output(sys.argv[1]):\n" \
-       "    print('held', flush=True)\n    time.sleep(60)\n"
+HOLD = (
+    "import sys, time\nfrom embodied_r.io import exclusive_output\nwith exclusive_output(sys.argv[1]):\n"
+    "    print('held', flush=True)\n    time.sleep(60)\n"
+)
 
 
 def _holder(output: Path) -> subprocess.Popen:
@@ -62,10 +64,37 @@ def test_eval_and_perceive_refuse_a_second_writer(tmp_path: Path, tiny_lm_dir: P
     holder = _holder(perception)
     try:
         qa = tmp_path / "qa.jsonl"
-        qa.write_text(json.dumps({"id": "q", "source": "t", "task": "t", "video": "v.mp4", "question": "?",
-                                  "options": None, "answer": 1.0, "answer_type": "number"}) + "\n")
-        assert main(["perceive", "--qa", str(qa), "--keyframes", str(tmp_path), "--backend", "oracle",
-                     "--out", str(perception)]) == 2
+        qa.write_text(
+            json.dumps(
+                {
+                    "id": "q",
+                    "source": "t",
+                    "task": "t",
+                    "video": "v.mp4",
+                    "question": "?",
+                    "options": None,
+                    "answer": 1.0,
+                    "answer_type": "number",
+                }
+            )
+            + "\n"
+        )
+        assert (
+            main(
+                [
+                    "perceive",
+                    "--qa",
+                    str(qa),
+                    "--keyframes",
+                    str(tmp_path),
+                    "--backend",
+                    "oracle",
+                    "--out",
+                    str(perception),
+                ]
+            )
+            == 2
+        )
         assert "being written by another embodied-r process" in capsys.readouterr().err
     finally:
         holder.kill()
@@ -76,8 +105,21 @@ def test_metrics_count_each_question_once(tmp_path: Path, tiny_lm_dir: Path, cap
     data = tmp_path / "rows.jsonl"
     write_jsonl(data, probe_rows(3))
     out = tmp_path / "eval"
-    args = ["eval", "--data", str(data), "--model", str(tiny_lm_dir), "--out", str(out), "--baselines", "none",
-            "--max-new-tokens", "2", "--dtype", "float32"]
+    args = [
+        "eval",
+        "--data",
+        str(data),
+        "--model",
+        str(tiny_lm_dir),
+        "--out",
+        str(out),
+        "--baselines",
+        "none",
+        "--max-new-tokens",
+        "2",
+        "--dtype",
+        "float32",
+    ]
     assert main(args) == 0
     lines = (out / "predictions.jsonl").read_text().splitlines()
     (out / "predictions.jsonl").write_text("\n".join(lines + lines) + "\n")  # what two racing writers left

@@ -17,8 +17,11 @@ def _training_run(root: Path, start_model: Path, reference_model="policy") -> Pa
     run = root / "run"
     (run / "final").mkdir(parents=True)
     (run / "final" / "config.json").write_text("{}")
-    recipe = {"model": str(start_model), "rewards": ["format", "accuracy", "consistency"],
-              "reference_model": reference_model}
+    recipe = {
+        "model": str(start_model),
+        "rewards": ["format", "accuracy", "consistency"],
+        "reference_model": reference_model,
+    }
     (run / "resolved_recipe.yaml").write_text(yaml.safe_dump(recipe))
     (run / "grpo_config.json").write_text(json.dumps({"model_path": str(start_model)}))
     return run
@@ -39,8 +42,28 @@ def test_eval_reports_the_judge_probe_beside_the_rate(tmp_path: Path, tiny_lm_di
     data = tmp_path / "rows.jsonl"
     write_jsonl(data, probe_rows(20))
     out = tmp_path / "eval"
-    assert main(["eval", "--data", str(data), "--model", str(tiny_lm_dir), "--out", str(out), "--max-new-tokens",
-                 "4", "--dtype", "float32", "--baselines", "none", "--judge", str(tiny_lm_dir)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--data",
+                str(data),
+                "--model",
+                str(tiny_lm_dir),
+                "--out",
+                str(out),
+                "--max-new-tokens",
+                "4",
+                "--dtype",
+                "float32",
+                "--baselines",
+                "none",
+                "--judge",
+                str(tiny_lm_dir),
+            ]
+        )
+        == 0
+    )
     consistency = json.loads((out / "metrics.json").read_text())["consistency"]
     assert consistency["status"] == "ok" and consistency["sees_letters"] is False
     probe = consistency["probe"]

@@ -38,7 +38,9 @@ def test_a_content_reader_passes_and_a_constant_judge_fails() -> None:
     bad = run_probe(ConstantJudge(), cases)
     assert not bad.passed and bad.top_letter == "A" and bad.top_letter_share == 1.0
     assert bad.agreement["content"] == pytest.approx(0.25)
-    assert any("below 80%" in f for f in bad.failures) and any("answers A on 100.0%" in f for f in bad.failures)
+    assert any("below 80%" in f for f in bad.failures) and any(
+        "answers A on 100.0%" in f for f in bad.failures
+    )
 
 
 def test_a_letter_reader_is_caught_by_the_content_and_conflict_cases() -> None:
@@ -56,8 +58,21 @@ def test_too_few_questions_is_a_clear_error() -> None:
 def test_cli_judge_probe_writes_its_numbers(tmp_path: Path, tiny_lm_dir: Path, capsys) -> None:
     data = tmp_path / "rows.jsonl"
     write_jsonl(data, probe_rows(20))
-    code = main(["judge-probe", "--judge", str(tiny_lm_dir), "--data", str(data), "--out", str(tmp_path / "p"),
-                 "--cases", "16", "--dtype", "float32"])
+    code = main(
+        [
+            "judge-probe",
+            "--judge",
+            str(tiny_lm_dir),
+            "--data",
+            str(data),
+            "--out",
+            str(tmp_path / "p"),
+            "--cases",
+            "16",
+            "--dtype",
+            "float32",
+        ]
+    )
     result = json.loads((tmp_path / "p" / "judge_probe.json").read_text())
     assert code == (0 if result["passed"] else 1)
     assert result["cases"] == 3 * 16 and set(result["agreement"]) == {"content", "named", "conflict"}

@@ -72,7 +72,9 @@ def test_a_question_that_cannot_fit_is_not_judged_rather_than_truncated() -> Non
 
 
 def test_a_200000_character_think_is_judged_within_the_context(tiny_lm_dir: Path) -> None:
-    judge = ReferenceJudge.from_pretrained(str(tiny_lm_dir), dtype="float32", device="cpu", max_prompt_tokens=512)
+    judge = ReferenceJudge.from_pretrained(
+        str(tiny_lm_dir), dtype="float32", device="cpu", max_prompt_tokens=512
+    )
     prompt = [{"role": "user", "content": "Frame 0: sofa.\n" + QUESTION}]
     questions = [question_for_judge(prompt, None), question_for_judge(prompt, None), QUESTION * 40]
     thinks = ["x" * 200_000, "the chair is on the right", "short"]

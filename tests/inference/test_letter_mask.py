@@ -10,8 +10,17 @@ from embodied_r.inference.letter_mask import MASK, mask_option_letters
 @pytest.mark.parametrize(
     "text",
     [
-        "so the answer is B", "Answer: C", "I choose option D because", "(B) is right", "it must be [[C]]",
-        "<answer>B</answer>", "B. right", "letter D wins", "choice (A)", "The answer is A.", "so it is D",
+        "so the answer is B",
+        "Answer: C",
+        "I choose option D because",
+        "(B) is right",
+        "it must be [[C]]",
+        "<answer>B</answer>",
+        "B. right",
+        "letter D wins",
+        "choice (A)",
+        "The answer is A.",
+        "so it is D",
     ],
 )
 def test_letter_forms_are_masked(text: str) -> None:

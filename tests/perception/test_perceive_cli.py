@@ -108,13 +108,15 @@ def test_build_prompts_refuses_answers_outside_the_options_and_empty_inputs(data
     perception, rows_path = tmp_path / "perception.jsonl", tmp_path / "rows.jsonl"
     with FakeVLMServer(latency=0.0) as server:
         assert main(["perceive", "--qa", str(dataset.qa), "--keyframes", str(dataset.keyframes), "--backend",
-                     "openai", "--base-url", server.base_url, "--model", "fake-vlm", "--out", str(perception)]) == 0
+                     "openai", "--base-url", server.base_url, "--model", "fake-vlm",
+                     "--out", str(perception)]) == 0
     questions = read_jsonl(dataset.qa)
     questions[0]["answer"] = "E"  # options are A-C
     bad_qa = tmp_path / "qa.jsonl"
     bad_qa.write_text("".join(json.dumps(q) + "\n" for q in questions))
     capsys.readouterr()
-    assert main(["build-prompts", "--qa", str(bad_qa), "--perception", str(perception), "--out", str(rows_path)]) == 0
+    build = ["build-prompts", "--out", str(rows_path)]
+    assert main([*build, "--qa", str(bad_qa), "--perception", str(perception)]) == 0
     out = capsys.readouterr().out
     assert "skipped 1 question(s) whose answer is not among their options" in out and "'E'" in out
     rows, _ = load_prompt_rows_jsonl(rows_path)
@@ -122,15 +124,15 @@ def test_build_prompts_refuses_answers_outside_the_options_and_empty_inputs(data
 
     doubled = tmp_path / "doubled.jsonl"
     doubled.write_text(perception.read_text() * 2)  # what two concurrent perceive runs used to leave
-    assert main(["build-prompts", "--qa", str(dataset.qa), "--perception", str(doubled), "--out", str(rows_path)]) == 0
+    assert main([*build, "--qa", str(dataset.qa), "--perception", str(doubled)]) == 0
     assert f"holds {len(questions)} repeated record(s)" in capsys.readouterr().out
     assert len(load_prompt_rows_jsonl(rows_path)[0]) == len(questions)
 
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    assert main(["build-prompts", "--qa", str(empty), "--perception", str(perception), "--out", str(rows_path)]) == 2
+    assert main([*build, "--qa", str(empty), "--perception", str(perception)]) == 2
     assert "holds no questions" in capsys.readouterr().err
-    assert main(["build-prompts", "--qa", str(dataset.qa), "--perception", str(empty), "--out", str(rows_path)]) == 2
+    assert main([*build, "--qa", str(dataset.qa), "--perception", str(empty)]) == 2
     assert "holds no perception records" in capsys.readouterr().err
-    assert main(["build-prompts", "--qa", str(tmp_path), "--perception", str(perception), "--out", str(rows_path)]) == 2
+    assert main([*build, "--qa", str(tmp_path), "--perception", str(perception)]) == 2
     assert "is a folder" in capsys.readouterr().err

@@ -24,9 +24,24 @@ def _free_port() -> int:
 @pytest.mark.slow
 def test_groups_stay_whole_and_errors_are_raised_together(tmp_path: Path, tiny_lm_dir: Path) -> None:
     launcher = Path(sys.executable).with_name("accelerate")
-    command = [str(launcher), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-               "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
-               str(SCRIPT), str(tmp_path), str(tiny_lm_dir)]
+    command = [
+        str(launcher),
+        "launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(_free_port()),
+        str(SCRIPT),
+        str(tmp_path),
+        str(tiny_lm_dir),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]

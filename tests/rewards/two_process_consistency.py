@@ -22,8 +22,13 @@ OPTIONS = ["A. left", "B. right", "C. behind"]
 
 def call(reward, prompts):
     n = len(prompts)
-    return reward(prompts=prompts, completions=["<think>it is on the right</think><answer>B</answer>"] * n,
-                  answer=["B"] * n, answer_type=["choice"] * n, options=[OPTIONS] * n)
+    return reward(
+        prompts=prompts,
+        completions=["<think>it is on the right</think><answer>B</answer>"] * n,
+        answer=["B"] * n,
+        answer_type=["choice"] * n,
+        options=[OPTIONS] * n,
+    )
 
 
 def main() -> None:

@@ -21,8 +21,9 @@ def choice_recipe(tiny_recipe, tmp_path: Path):
     write_jsonl(data, probe_rows(20))
 
     def make(**overrides):
-        return load_recipe(tiny_recipe(train_data=str(data), rewards=["format", "accuracy", "consistency"],
-                                       **overrides))
+        return load_recipe(
+            tiny_recipe(train_data=str(data), rewards=["format", "accuracy", "consistency"], **overrides)
+        )
 
     return make
 
@@ -53,7 +54,9 @@ def test_a_content_reading_judge_passes_and_its_probe_is_reused(choice_recipe, m
     assert context["judge_probe"]["passed"] is True and context["judge_probe"]["agreement"]["content"] == 1.0
     from embodied_r.inference import judge_probe
 
-    monkeypatch.setattr(judge_probe, "run_probe", lambda *a, **k: pytest.fail("an identical probe was run again"))
+    monkeypatch.setattr(
+        judge_probe, "run_probe", lambda *a, **k: pytest.fail("an identical probe was run again")
+    )
     _, again = build_trainer(recipe, judge=ContentJudge())
     assert again["judge_probe"]["passed"] is True
 
@@ -75,10 +78,14 @@ def test_probe_settings_are_checked(tiny_recipe, bad) -> None:
 
 def test_the_schedule_says_which_stage_a_short_run_never_reaches() -> None:
     names = ["format", "accuracy", "consistency"]
-    by_step = RewardSchedule(names, [
-        {"start": 1, "weights": {"format": 1.0, "accuracy": 0.0, "consistency": 0.0}},
-        {"start": 10, "weights": {"format": 0.1, "accuracy": 0.7, "consistency": 0.2}},
-    ], unit="step")
+    by_step = RewardSchedule(
+        names,
+        [
+            {"start": 1, "weights": {"format": 1.0, "accuracy": 0.0, "consistency": 0.0}},
+            {"start": 10, "weights": {"format": 0.1, "accuracy": 0.7, "consistency": 0.2}},
+        ],
+        unit="step",
+    )
     (reason,) = by_step.unreached(max_steps=3, epochs=1)
     assert "stage 2" in reason and "consistency 0.2" in reason and "max_steps >= 10" in reason
     assert by_step.unreached(max_steps=10, epochs=1) == []
@@ -90,8 +97,10 @@ def test_the_schedule_says_which_stage_a_short_run_never_reaches() -> None:
 def test_a_short_run_warns_at_its_start(tiny_recipe, caplog) -> None:
     from embodied_r.training.grpo import train
 
-    stages = [{"start": 1, "weights": {"format": 1.0, "accuracy": 0.0}},
-              {"start": 50, "weights": {"format": 0.5, "accuracy": 0.5}}]
+    stages = [
+        {"start": 1, "weights": {"format": 1.0, "accuracy": 0.0}},
+        {"start": 50, "weights": {"format": 0.5, "accuracy": 0.5}},
+    ]
     recipe = load_recipe(tiny_recipe(max_steps=1, reward_schedule={"unit": "step", "stages": stages}))
     with caplog.at_level("WARNING", logger="embodied_r.rewards.schedule"):
         summary = train(recipe)
@@ -100,8 +109,9 @@ def test_a_short_run_warns_at_its_start(tiny_recipe, caplog) -> None:
 
 
 def test_a_judge_that_cannot_be_loaded_stops_the_run_before_the_warm_up(choice_recipe, tmp_path) -> None:
-    recipe = choice_recipe(reference_model=str(tmp_path / "no-such-judge"),
-                           format_warmup={"steps": 1, "batch_size": 2})
+    recipe = choice_recipe(
+        reference_model=str(tmp_path / "no-such-judge"), format_warmup={"steps": 1, "batch_size": 2}
+    )
     with pytest.raises(JudgeError, match="cannot load the judge model"):
         build_trainer(recipe)
     assert not (recipe.output_dir / "warmup").exists()  # nothing was trained

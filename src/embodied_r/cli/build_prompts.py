@@ -64,18 +64,22 @@ def run(args: argparse.Namespace) -> int:
         superseded += int(record.qa_id in perceptions)
         perceptions[record.qa_id] = record  # a later record for the same question supersedes
     if not perceptions:
-        raise DataFileError(f"{args.perception}: holds no perception records; run `embodied-r perceive` first")
+        raise DataFileError(
+            f"{args.perception}: holds no perception records; run `embodied-r perceive` first"
+        )
     rows, missing = build_rows(questions, perceptions, args.prompt_version)
     rows, invalid = split_invalid_answers(rows)
     if not rows:
-        raise DataFileError(f"no prompt row could be built from {args.qa} and {args.perception} "
-                            f"({len(missing)} without perception, {len(invalid)} with an answer not among the options)")
+        raise DataFileError(
+            f"no prompt row could be built from {args.qa} and {args.perception} ({len(missing)} without "
+            f"perception, {len(invalid)} with an answer not among the options)"
+        )
     write_jsonl(args.out, [row.to_dict() for row in rows])
     out = console()
     out.print(f"wrote {len(rows)} prompt row(s) ({args.prompt_version}) to {args.out}", markup=False)
     if superseded:
-        out.print(f"{args.perception} holds {superseded} repeated record(s) for a question; the last record of "
-                  "each question was used", markup=False)
+        out.print(f"{args.perception} holds {superseded} repeated record(s) for a question; the last "
+                  "record of each question was used", markup=False)
     if invalid:
         shown = "; ".join(invalid[:5]) + (" ..." if len(invalid) > 5 else "")
         out.print(f"skipped {len(invalid)} question(s) whose answer is not among their options: {shown}",

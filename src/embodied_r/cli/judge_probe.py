@@ -18,23 +18,47 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "the judge fails (content agreement below --min-agreement, or one letter on more than "
         "--max-letter-share of its answers).",
     )
-    parser.add_argument("--judge", required=True,
-                        help="built-in model name, local folder or hub id, or an http(s):// OpenAI-compatible "
-                        "endpoint (with --judge-model)")
+    parser.add_argument(
+        "--judge",
+        required=True,
+        help="built-in model name, local folder or hub id, or an http(s):// OpenAI-compatible "
+        "endpoint (with --judge-model)",
+    )
     parser.add_argument("--judge-model", default=None, help="model name served at an endpoint --judge")
-    parser.add_argument("--data", required=True, metavar="SPEC",
-                        help="prompt rows whose questions the cases are built from (.jsonl from build-prompts, an "
-                        "official processed .json, or a loader spec as `eval --data` takes)")
-    parser.add_argument("--out", default=None, metavar="PATH",
-                        help="where to write judge_probe.json (a folder or a .json path; default: print only)")
-    parser.add_argument("--cases", type=int, default=64, help="content cases (as many named and conflict cases "
-                        "are added; default: %(default)s, at least 16)")
-    parser.add_argument("--sees-letters", action="store_true",
-                        help="let the judge read option letters in the reasoning (the official rule); default: "
-                        "letters are masked, as the consistency reward does by default")
-    parser.add_argument("--min-agreement", type=float, default=0.8, help="content agreement needed (default: 0.8)")
-    parser.add_argument("--max-letter-share", type=float, default=0.5,
-                        help="largest share one letter may take of the answers (default: 0.5)")
+    parser.add_argument(
+        "--data",
+        required=True,
+        metavar="SPEC",
+        help="prompt rows whose questions the cases are built from (.jsonl from build-prompts, an "
+        "official processed .json, or a loader spec as `eval --data` takes)",
+    )
+    parser.add_argument(
+        "--out",
+        default=None,
+        metavar="PATH",
+        help="where to write judge_probe.json (a folder or a .json path; default: print only)",
+    )
+    parser.add_argument(
+        "--cases",
+        type=int,
+        default=64,
+        help="content cases (as many named and conflict cases are added; default: %(default)s, at least 16)",
+    )
+    parser.add_argument(
+        "--sees-letters",
+        action="store_true",
+        help="let the judge read option letters in the reasoning (the official rule); default: "
+        "letters are masked, as the consistency reward does by default",
+    )
+    parser.add_argument(
+        "--min-agreement", type=float, default=0.8, help="content agreement needed (default: 0.8)"
+    )
+    parser.add_argument(
+        "--max-letter-share",
+        type=float,
+        default=0.5,
+        help="largest share one letter may take of the answers (default: 0.5)",
+    )
     parser.add_argument("--dtype", default="auto", help="auto | bfloat16 | float32 (default: auto)")
     parser.add_argument("--seed", type=int, default=0, help="which questions and phrasings (default: 0)")
     return parser
@@ -61,19 +85,32 @@ def run(args: argparse.Namespace) -> int:
     except ProbeError as exc:
         raise CLIError(f"{args.data}: {exc}") from exc
     try:
-        judge = make_judge(args.judge, args.judge, judge_model=args.judge_model, dtype=args.dtype,
-                           sees_letters=args.sees_letters)
-        result = run_probe(judge, cases, min_agreement=args.min_agreement, max_letter_share=args.max_letter_share)
+        judge = make_judge(
+            args.judge,
+            args.judge,
+            judge_model=args.judge_model,
+            dtype=args.dtype,
+            sees_letters=args.sees_letters,
+        )
+        result = run_probe(
+            judge, cases, min_agreement=args.min_agreement, max_letter_share=args.max_letter_share
+        )
     except JudgeError as exc:
         raise CLIError(str(exc)) from exc
-    rows_out = [["content only: answers its option", result.agreement.get("content")],
-                ["content + its letter named: answers its option", result.agreement.get("named")],
-                ["content + another letter named: answers the content's option", result.agreement.get("conflict")],
-                ["content + another letter named: answers the named letter", result.follows_named_letter]]
+    rows_out = [
+        ["content only: answers its option", result.agreement.get("content")],
+        ["content + its letter named: answers its option", result.agreement.get("named")],
+        ["content + another letter named: answers the content's option", result.agreement.get("conflict")],
+        ["content + another letter named: answers the named letter", result.follows_named_letter],
+    ]
     rows_out.append([f"most frequent letter ({result.top_letter})", result.top_letter_share])
     rows_out.append(["seconds per judgement", result.seconds_per_judgement])
-    print_table(f"judge probe: {result.judge} ({result.cases} cases, {result.questions} questions, letters "
-                f"{'visible' if result.sees_letters else 'masked'})", ["", "value"], rows_out)
+    print_table(
+        f"judge probe: {result.judge} ({result.cases} cases, {result.questions} questions, letters "
+        f"{'visible' if result.sees_letters else 'masked'})",
+        ["", "value"],
+        rows_out,
+    )
     if args.out:
         path = Path(args.out)
         path = path if path.suffix == ".json" else path / "judge_probe.json"

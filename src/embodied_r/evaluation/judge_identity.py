@@ -51,8 +51,10 @@ def training_judge(model: str) -> dict[str, Any] | None:
     if run is None:
         return None
     recipe = yaml.safe_load((run / "resolved_recipe.yaml").read_text(encoding="utf-8")) or {}
-    names = [r if isinstance(r, str) else next(iter(r)) if isinstance(r, dict) and len(r) == 1 else r.get("name")
-             for r in recipe.get("rewards") or []]
+    names = [
+        r if isinstance(r, str) else next(iter(r)) if isinstance(r, dict) and len(r) == 1 else r.get("name")
+        for r in recipe.get("rewards") or []
+    ]
     if "consistency" not in names:
         return None
     spec = recipe.get("reference_model", "policy")
@@ -74,6 +76,8 @@ def judge_flags(judge_spec: str, judge_name: str, evaluated_model: str) -> list[
         flags.append("self-judged: the judge is the evaluated model itself")
     used = training_judge(evaluated_model)
     if used is not None and used["model"] == judge_model:
-        flags.append(f"circular: the judge is the one the training reward used (run {used['run']}); the rate "
-                     "measures what training optimised, not consistency")
+        flags.append(
+            f"circular: the judge is the one the training reward used (run {used['run']}); the rate "
+            "measures what training optimised, not consistency"
+        )
     return flags

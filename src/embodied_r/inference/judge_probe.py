@@ -12,10 +12,10 @@ mentioning other options it rules out. Three kinds of case:
 - ``conflict``: the same reasoning ending by naming a *different* letter. A content reader follows the
   content; a letter reader follows the letter. Reported, so a user sees which one the judge is.
 
-The judge is called exactly as training calls it (same prompt, same masking: ``visible_thinks``), and the result is
-written as ``judge_probe.json``. ``check`` refuses a judge whose content agreement is below
-``min_agreement`` (default 0.8) or whose most frequent letter takes more than ``max_letter_share`` of
-its content answers (default 0.5).
+The judge is called exactly as training calls it (same prompt, same masking: ``visible_thinks``), and
+the result is written as ``judge_probe.json``. ``check`` refuses a judge whose content agreement is
+below ``min_agreement`` (default 0.8) or whose most frequent letter takes more than
+``max_letter_share`` of its content answers (default 0.5).
 """
 
 from __future__ import annotations
@@ -40,16 +40,23 @@ DEFAULT_MAX_LETTER_SHARE = 0.5
 # Reasoning templates: {target} is the option text the reasoning reaches, {other}/{others} options it
 # rules out, {topic} words of the question. Several phrasings, so no judge passes by one pattern.
 _TEMPLATES = (
-    ("The question asks {topic}. Going through the choices, {others} do not match what was observed, "
-     "while \"{target}\" does. So the answer is \"{target}\"."),
-    ("I need to work out {topic}. It cannot be \"{other}\"; the observations point to \"{target}\". "
-     "Therefore: \"{target}\"."),
-    ("Considering {topic}: \"{target}\" fits the evidence best, better than \"{other}\". "
-     "Final conclusion: \"{target}\"."),
-    ("Ruling out {others}, since none of them agree with the scene, what remains for {topic} is "
-     "\"{target}\", and that is my conclusion."),
-    ("At first \"{other}\" looked possible, but checking {topic} again, the right description is "
-     "\"{target}\"."),
+    (
+        "The question asks {topic}. Going through the choices, {others} do not match what was observed, "
+        'while "{target}" does. So the answer is "{target}".'
+    ),
+    (
+        'I need to work out {topic}. It cannot be "{other}"; the observations point to "{target}". '
+        'Therefore: "{target}".'
+    ),
+    (
+        'Considering {topic}: "{target}" fits the evidence best, better than "{other}". '
+        'Final conclusion: "{target}".'
+    ),
+    (
+        "Ruling out {others}, since none of them agree with the scene, what remains for {topic} is "
+        '"{target}", and that is my conclusion.'
+    ),
+    ('At first "{other}" looked possible, but checking {topic} again, the right description is "{target}".'),
 )
 
 
@@ -135,8 +142,9 @@ def _usable(options: Sequence[str] | None) -> bool:
     return all(texts) and len(set(texts)) == len(texts) and len(set(letters)) == len(letters)
 
 
-def build_probe_cases(rows: Sequence[Any], n_cases: int = DEFAULT_CASES, seed: int = 0,
-                      conflict: bool = True) -> list[ProbeCase]:
+def build_probe_cases(
+    rows: Sequence[Any], n_cases: int = DEFAULT_CASES, seed: int = 0, conflict: bool = True
+) -> list[ProbeCase]:
     """``n_cases`` content cases (and as many named and, with ``conflict``, conflict cases) from prompt
     rows' questions; fewer when the rows have fewer (question, option) pairs, but at least 16.
 
@@ -169,15 +177,22 @@ def build_probe_cases(rows: Sequence[Any], n_cases: int = DEFAULT_CASES, seed: i
             others = [t for j, t in enumerate(texts) if j != index]
             rng.shuffle(others)
             think = rng.choice(_TEMPLATES).format(
-                topic=_topic(question), target=texts[index], other=others[0],
+                topic=_topic(question),
+                target=texts[index],
+                other=others[0],
                 others=", ".join(f'"{t}"' for t in others[:3]),
             )
             wrong = rng.choice([x for x in letters if x != letter])
             cases.append(ProbeCase("content", question, options, think, letter))
-            cases.append(ProbeCase("named", question, options, f"{think} That is option {letter}.", letter, letter))
+            cases.append(
+                ProbeCase("named", question, options, f"{think} That is option {letter}.", letter, letter)
+            )
             if conflict:
-                cases.append(ProbeCase("conflict", question, options, f"{think} That is option {wrong}.", letter,
-                                       wrong))
+                cases.append(
+                    ProbeCase(
+                        "conflict", question, options, f"{think} That is option {wrong}.", letter, wrong
+                    )
+                )
             content_count += 1
     if content_count < MIN_CASES:
         raise ProbeError(
@@ -203,12 +218,15 @@ def run_probe(
     answers: list[str | None] = []
     started = time.perf_counter()
     for start in range(0, len(cases), max(1, batch_size)):
-        chunk = cases[start:start + batch_size]
+        chunk = cases[start : start + batch_size]
         options = [c.options for c in chunk]
-        got = judge.judge([c.question for c in chunk], visible_thinks(judge, [c.think for c in chunk], options),
-                          options)
+        got = judge.judge(
+            [c.question for c in chunk], visible_thinks(judge, [c.think for c in chunk], options), options
+        )
         if len(got) != len(chunk):
-            raise JudgeError(f"judge {getattr(judge, 'name', judge)} returned {len(got)} answers for {len(chunk)}")
+            raise JudgeError(
+                f"judge {getattr(judge, 'name', judge)} returned {len(got)} answers for {len(chunk)}"
+            )
         answers.extend(got)
     elapsed = time.perf_counter() - started
     by_kind: dict[str, list[tuple[ProbeCase, str | None]]] = {kind: [] for kind in KINDS}
@@ -279,10 +297,18 @@ def write_probe(result: ProbeResult, path: str | Path, **extra: Any) -> Path:
     return path
 
 
-def probe_record(judge: Judge, rows: Sequence[Any], path: Path, fingerprint: dict[str, Any],
-                 n_cases: int = DEFAULT_CASES, seed: int = 0, conflict: bool = True,
-                 min_agreement: float = DEFAULT_MIN_AGREEMENT,
-                 max_letter_share: float = DEFAULT_MAX_LETTER_SHARE, write: bool = True) -> dict[str, Any]:
+def probe_record(
+    judge: Judge,
+    rows: Sequence[Any],
+    path: Path,
+    fingerprint: dict[str, Any],
+    n_cases: int = DEFAULT_CASES,
+    seed: int = 0,
+    conflict: bool = True,
+    min_agreement: float = DEFAULT_MIN_AGREEMENT,
+    max_letter_share: float = DEFAULT_MAX_LETTER_SHARE,
+    write: bool = True,
+) -> dict[str, Any]:
     """The probe of ``judge`` on ``rows`` as a dict (``ProbeResult`` fields, ``message``, ``fingerprint``),
     reused from ``path`` when an earlier probe there has the same ``fingerprint`` (a resumed run), else
     run and (with ``write``) saved there. Raises ``ProbeError`` when the rows cannot make a probe."""

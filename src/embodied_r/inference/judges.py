@@ -108,7 +108,9 @@ def visible_thinks(judge: Any, thinks: Sequence[str], options: Sequence[list[str
     """
     if getattr(judge, "sees_letters", False):
         return list(thinks)
-    return [mask_option_letters(think, letters_for(opts)) for think, opts in zip(thinks, options, strict=True)]
+    return [
+        mask_option_letters(think, letters_for(opts)) for think, opts in zip(thinks, options, strict=True)
+    ]
 
 
 def letters_for(options: list[str] | None) -> tuple[str, ...]:
@@ -233,13 +235,19 @@ class ReferenceJudge:
         if report.not_judged:
             logger.warning(
                 "judge %s: %d of %d question(s) do not fit its %d-token context even without reasoning; "
-                "they are not judged", self.name, report.not_judged, report.rows, self.max_prompt_tokens,
+                "they are not judged",
+                self.name,
+                report.not_judged,
+                report.rows,
+                self.max_prompt_tokens,
             )
         scores: list[dict[str, float] | None] = [None] * len(encoded)
         device = next(self.model.parameters()).device
         pad_id = self.tokenizer.pad_token_id
         for batch in token_budget_batches(
-            [len(ids) if ids is not None else 0 for ids in encoded], self.max_batch_tokens, self.max_batch_size
+            [len(ids) if ids is not None else 0 for ids in encoded],
+            self.max_batch_tokens,
+            self.max_batch_size,
         ):
             batch = [i for i in batch if encoded[i] is not None]
             if not batch:
@@ -252,9 +260,13 @@ class ReferenceJudge:
                 input_ids[row, width - len(ids) :] = torch.tensor(ids)
                 attention[row, width - len(ids) :] = 1
             with torch.inference_mode():
-                logits = self.model(
-                    input_ids=input_ids.to(device), attention_mask=attention.to(device), logits_to_keep=1
-                ).logits[:, -1, :].float()
+                logits = (
+                    self.model(
+                        input_ids=input_ids.to(device), attention_mask=attention.to(device), logits_to_keep=1
+                    )
+                    .logits[:, -1, :]
+                    .float()
+                )
             for row, index in enumerate(batch):
                 scores[index] = {
                     letter: max(float(logits[row, i]) for i in self.letter_token_ids(letter))

@@ -203,7 +203,9 @@ class ConsistencyReward:
             logger.warning(
                 "consistency reward: the judge could not read %d completion(s); the term is dropped for "
                 "their whole group(s) (%d row(s) on this process, %d so far)",
-                sum(unreadable), dropped_here, self.rows_not_judged,
+                sum(unreadable),
+                dropped_here,
+                self.rows_not_judged,
             )
         measured = [rewards[i] for i in to_judge if rewards[i] is not None]
         metric("consistency/judged", float(len(measured)))

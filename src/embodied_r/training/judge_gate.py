@@ -34,8 +34,13 @@ PROBE_KEYS = {"cases": int, "min_agreement": float, "max_letter_share": float, "
 
 def probe_settings(spec: Any, source: str = "recipe") -> dict[str, Any]:
     """The recipe's ``judge_probe`` mapping with defaults, checked (a RecipeError-compatible ValueError)."""
-    settings: dict[str, Any] = {"cases": DEFAULT_CASES, "min_agreement": DEFAULT_MIN_AGREEMENT,
-                                "max_letter_share": DEFAULT_MAX_LETTER_SHARE, "seed": 0, "conflict": True}
+    settings: dict[str, Any] = {
+        "cases": DEFAULT_CASES,
+        "min_agreement": DEFAULT_MIN_AGREEMENT,
+        "max_letter_share": DEFAULT_MAX_LETTER_SHARE,
+        "seed": 0,
+        "conflict": True,
+    }
     if spec is None:
         return settings
     if not isinstance(spec, dict):
@@ -50,7 +55,11 @@ def probe_settings(spec: Any, source: str = "recipe") -> dict[str, Any]:
                 raise ValueError(f"{source}: judge_probe.{key} must be true or false, got {value!r}")
             settings[key] = value
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (kind is int and value != int(value))
+        ):
             raise ValueError(f"{source}: judge_probe.{key} must be a number, got {value!r}")
         settings[key] = kind(value)
     if settings["cases"] < 16:
@@ -69,26 +78,55 @@ def consistency_in_use(rewards: list[Any], weights_by_stage: list[list[float]]) 
     return None
 
 
-def gate_judge(reward: ConsistencyReward, rows: list[Any], output_dir: Path, settings: dict[str, Any],
-               allow_weak: bool, data: str, is_main: bool) -> dict[str, Any]:
+def gate_judge(
+    reward: ConsistencyReward,
+    rows: list[Any],
+    output_dir: Path,
+    settings: dict[str, Any],
+    allow_weak: bool,
+    data: str,
+    is_main: bool,
+) -> dict[str, Any]:
     """Probe ``reward.judge`` (or reuse an identical earlier probe); raise JudgeError if it fails and
     weak judges are not allowed. Returns what ``judge_probe.json`` holds."""
     judge = reward.judge
-    fingerprint = {"judge": str(getattr(judge, "name", type(judge).__name__)),
-                   "sees_letters": bool(getattr(judge, "sees_letters", False)), "data": data, **settings}
+    fingerprint = {
+        "judge": str(getattr(judge, "name", type(judge).__name__)),
+        "sees_letters": bool(getattr(judge, "sees_letters", False)),
+        "data": data,
+        **settings,
+    }
     path = output_dir / "judge_probe.json"
     try:
         # Every process probes its own replica; only the main process writes the file (below).
-        record = probe_record(judge, rows, path, fingerprint, n_cases=settings["cases"], seed=settings["seed"],
-                              conflict=settings["conflict"], min_agreement=settings["min_agreement"],
-                              max_letter_share=settings["max_letter_share"], write=False)
+        record = probe_record(
+            judge,
+            rows,
+            path,
+            fingerprint,
+            n_cases=settings["cases"],
+            seed=settings["seed"],
+            conflict=settings["conflict"],
+            min_agreement=settings["min_agreement"],
+            max_letter_share=settings["max_letter_share"],
+            write=False,
+        )
     except ProbeError as exc:
         if not allow_weak:
-            raise JudgeError(f"cannot probe the consistency judge on the training rows: {exc}; add "
-                             "multiple-choice rows, or set allow_weak_judge: true to go on unprobed") from exc
-        record = {"judge": fingerprint["judge"], "sees_letters": fingerprint["sees_letters"], "cases": 0,
-                  "questions": 0, "passed": False, "not_run": str(exc), "message": f"probe not run: {exc}",
-                  "fingerprint": fingerprint}
+            raise JudgeError(
+                f"cannot probe the consistency judge on the training rows: {exc}; add "
+                "multiple-choice rows, or set allow_weak_judge: true to go on unprobed"
+            ) from exc
+        record = {
+            "judge": fingerprint["judge"],
+            "sees_letters": fingerprint["sees_letters"],
+            "cases": 0,
+            "questions": 0,
+            "passed": False,
+            "not_run": str(exc),
+            "message": f"probe not run: {exc}",
+            "fingerprint": fingerprint,
+        }
     passed_everywhere = all(flag for flags in gather_flags([bool(record["passed"])]) for flag in flags)
     record["allowed_weak"] = bool(allow_weak and not passed_everywhere)
     if is_main:
@@ -99,8 +137,11 @@ def gate_judge(reward: ConsistencyReward, rows: list[Any], output_dir: Path, set
     elif not allow_weak:
         raise JudgeError(weak_judge_message(_as_result(record)) + f" The probe is in {path}.")
     else:
-        logger.warning("judge probe failed, going on because allow_weak_judge is true: the consistency reward "
-                       "of this run is not a measure of consistency. %s", record["message"])
+        logger.warning(
+            "judge probe failed, going on because allow_weak_judge is true: the consistency reward "
+            "of this run is not a measure of consistency. %s",
+            record["message"],
+        )
     return record
 
 
