@@ -65,3 +65,9 @@ class ConstantJudge:
 
     def judge(self, questions, thinks, options):
         return ["A"] * len(questions)
+
+
+def quick_eval_argv(data, model, out, *extra: str) -> list[str]:
+    """``embodied-r eval`` argv for a fast tiny-model run (no baselines, 2 new tokens, fp32)."""
+    return ["eval", "--data", str(data), "--model", str(model), "--out", str(out), "--baselines", "none",
+            "--max-new-tokens", "2", "--dtype", "float32", *extra]

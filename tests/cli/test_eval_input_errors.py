@@ -7,7 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from probe_rows import probe_rows
+from probe_rows import probe_rows, quick_eval_argv
 
 from embodied_r.cli.main import main
 from embodied_r.io import atomic_write_text, write_jsonl
@@ -17,45 +17,11 @@ def test_a_model_typo_leaves_the_output_folder_free(tmp_path: Path, tiny_lm_dir:
     data = tmp_path / "rows.jsonl"
     write_jsonl(data, probe_rows(2))
     out = tmp_path / "eval"
-    assert (
-        main(
-            [
-                "eval",
-                "--data",
-                str(data),
-                "--model",
-                str(tmp_path / "no-such-model"),
-                "--out",
-                str(out),
-                "--baselines",
-                "none",
-            ]
-        )
-        == 2
-    )
+    assert main(quick_eval_argv(data, tmp_path / "no-such-model", out)) == 2
     err = capsys.readouterr().err
     assert "could not load model" in err and "Traceback" not in err
     assert not out.exists()  # no run.json claiming the folder, no empty folder
-    assert (
-        main(
-            [
-                "eval",
-                "--data",
-                str(data),
-                "--model",
-                str(tiny_lm_dir),
-                "--out",
-                str(out),
-                "--baselines",
-                "none",
-                "--max-new-tokens",
-                "2",
-                "--dtype",
-                "float32",
-            ]
-        )
-        == 0
-    )
+    assert main(quick_eval_argv(data, tiny_lm_dir, out)) == 0
     assert json.loads((out / "run.json").read_text())["model"] == str(tiny_lm_dir)
 
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from probe_rows import probe_rows
+from probe_rows import probe_rows, quick_eval_argv
 
 from embodied_r.cli.main import main
 from embodied_r.io import OutputLockedError, exclusive_output, write_jsonl
@@ -105,21 +105,7 @@ def test_metrics_count_each_question_once(tmp_path: Path, tiny_lm_dir: Path, cap
     data = tmp_path / "rows.jsonl"
     write_jsonl(data, probe_rows(3))
     out = tmp_path / "eval"
-    args = [
-        "eval",
-        "--data",
-        str(data),
-        "--model",
-        str(tiny_lm_dir),
-        "--out",
-        str(out),
-        "--baselines",
-        "none",
-        "--max-new-tokens",
-        "2",
-        "--dtype",
-        "float32",
-    ]
+    args = quick_eval_argv(data, tiny_lm_dir, out)
     assert main(args) == 0
     lines = (out / "predictions.jsonl").read_text().splitlines()
     (out / "predictions.jsonl").write_text("\n".join(lines + lines) + "\n")  # what two racing writers left

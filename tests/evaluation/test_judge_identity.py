@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import yaml
-from probe_rows import probe_rows
+from probe_rows import probe_rows, quick_eval_argv
 
 from embodied_r.cli.main import main
 from embodied_r.evaluation.judge_identity import judge_flags, training_judge
@@ -42,28 +42,7 @@ def test_eval_reports_the_judge_probe_beside_the_rate(tmp_path: Path, tiny_lm_di
     data = tmp_path / "rows.jsonl"
     write_jsonl(data, probe_rows(20))
     out = tmp_path / "eval"
-    assert (
-        main(
-            [
-                "eval",
-                "--data",
-                str(data),
-                "--model",
-                str(tiny_lm_dir),
-                "--out",
-                str(out),
-                "--max-new-tokens",
-                "4",
-                "--dtype",
-                "float32",
-                "--baselines",
-                "none",
-                "--judge",
-                str(tiny_lm_dir),
-            ]
-        )
-        == 0
-    )
+    assert main(quick_eval_argv(data, tiny_lm_dir, out, "--judge", str(tiny_lm_dir))) == 0
     consistency = json.loads((out / "metrics.json").read_text())["consistency"]
     assert consistency["status"] == "ok" and consistency["sees_letters"] is False
     probe = consistency["probe"]
