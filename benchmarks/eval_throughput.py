@@ -15,7 +15,7 @@ import argparse
 import random
 import time
 
-from embodied_r.evaluation.generation import render_chat
+from embodied_r.core.chat import render_chat
 from embodied_r.evaluation.runner import evaluate_rows, load_eval_rows, score_completion
 from embodied_r.reasoning.models import DEFAULT_REASONER, load_reasoner
 from embodied_r.reasoning.prompts import build_reasoner_messages

@@ -17,7 +17,8 @@ import time
 
 import torch
 
-from embodied_r.evaluation.generation import generate_batch, render_chat
+from embodied_r.core.chat import render_chat
+from embodied_r.evaluation.generation import generate_batch
 from embodied_r.reasoning.models import load_reasoner
 from embodied_r.rewards.accuracy import accuracy_reward
 from embodied_r.rewards.format import format_reward, soft_format_reward

@@ -8,10 +8,14 @@ import importlib
 import pytest
 
 MODULES = [
+    "embodied_r.core.chat",
+    "embodied_r.inference.letter_mask",
+    "embodied_r.inference.judges",
     "embodied_r.reasoning.parsing",
     "embodied_r.reasoning.prompts",
     "embodied_r.evaluation.metrics",
     "embodied_r.evaluation.generation",
+    "embodied_r.evaluation.runner",
     "embodied_r.evaluation.benchmarks.embodied_r_json",
     "embodied_r.perception.entities",
     "embodied_r.perception.prompts",

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from embodied_r.cli.main import main
-from embodied_r.evaluation.generation import generate_batch, render_chat
+from embodied_r.core.chat import render_chat
+from embodied_r.evaluation.generation import generate_batch
 from embodied_r.evaluation.runner import evaluate_rows, run_eval
 from embodied_r.io import DataFileError, read_jsonl
 from embodied_r.records import PromptRow

@@ -14,7 +14,7 @@ from embodied_r.rewards import REWARDS, register_reward
 
 def length_reward(completions, **_):
     """Varies between completions, so every group has a learning signal even for a random model."""
-    from embodied_r.rewards.text import completion_text
+    from embodied_r.core.chat import completion_text
 
     return [len(completion_text(c)) / 100.0 for c in completions]
 

@@ -15,20 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-Messages = list[dict[str, str]]
-
-
-def render_chat(tokenizer: Any, messages: Messages, completion_prefix: str = "") -> str:
-    """The model's chat template applied to ``messages``, ending with the assistant turn opener and then
-    ``completion_prefix`` (a prefilled start of the answer, e.g. ``"<think>"``, that the model continues;
-    training appends the same text to the same rendered prompt, see ``training.grpo``)."""
-    if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    else:
-        # Tokenizers without a template (tiny test models): a plain, explicit transcript.
-        lines = [f"{m['role']}: {m['content']}" for m in messages]
-        text = "\n".join(lines) + "\nassistant:"
-    return text + completion_prefix
+from embodied_r.core.chat import Messages, render_chat
 
 
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from embodied_r.inference.letter_mask import mask_option_letters
 from embodied_r.reasoning.parsing import DEFAULT_LETTERS, option_letters
-from embodied_r.rewards.text import last_user_text
+from embodied_r.core.chat import last_user_text
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ class ReferenceJudge:
     # -- fitting a prompt into the context -----------------------------------------------------------
 
     def _encode(self, question: str, think: str, letters: Sequence[str]) -> list[int]:
-        from embodied_r.evaluation.generation import render_chat
+        from embodied_r.core.chat import render_chat
 
         text = render_chat(self.tokenizer, judge_messages(question, think, letters))
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -20,7 +20,8 @@ from typing import Any
 
 from embodied_r.evaluation.metrics import score_answer
 from embodied_r.reasoning.parsing import parse_answer
-from embodied_r.rewards.text import column, completion_text
+from embodied_r.core.chat import completion_text
+from embodied_r.rewards.text import column
 
 
 def score_completion_text(text: str, answer: Any, answer_type: str, options: list[str] | None) -> float:

@@ -27,7 +27,8 @@ from typing import Any
 from embodied_r.evaluation.metrics import score_answer
 from embodied_r.inference.judges import Judge, JudgeError, question_for_judge, visible_thinks
 from embodied_r.reasoning.parsing import extract_think, parse_answer
-from embodied_r.rewards.text import column, completion_text
+from embodied_r.core.chat import completion_text
+from embodied_r.rewards.text import column
 
 logger = logging.getLogger(__name__)
 

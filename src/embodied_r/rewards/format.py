@@ -30,7 +30,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from embodied_r.reasoning.parsing import parse_answer
-from embodied_r.rewards.text import column, completion_text
+from embodied_r.core.chat import completion_text
+from embodied_r.rewards.text import column
 
 # The official rule, as a fact carried over: think block at the very start, answer block, then the end.
 OFFICIAL_FORMAT_RE = re.compile(

@@ -1,34 +1,13 @@
-"""Small helpers shared by reward functions: completion text and dataset columns.
+"""Small helpers shared by reward functions: dataset columns and the completion prefix.
 
-TRL hands a reward function ``completions`` either as strings (plain prompts) or as lists of chat
-messages (conversational prompts, what our prompt rows are), and every dataset column as a keyword
-argument holding one value per completion.
+TRL hands a reward function every dataset column as a keyword argument holding one value per
+completion. Reading a completion's text is ``embodied_r.core.chat.completion_text``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-
-def completion_text(completion: Any) -> str:
-    """The generated text of one completion, whichever form TRL passed.
-
-    >>> completion_text([{"role": "assistant", "content": "<answer>A</answer>"}])
-    '<answer>A</answer>'
-    >>> completion_text("plain")
-    'plain'
-    """
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, Sequence) and completion and isinstance(completion[-1], Mapping):
-        content = completion[-1].get("content", "")
-        if isinstance(content, list):  # multimodal content parts
-            return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
-        return str(content)
-    if isinstance(completion, Mapping):
-        return str(completion.get("content", ""))
-    raise TypeError(f"cannot read completion text from {type(completion).__name__}")
 
 
 def column(columns: Mapping[str, Any], name: str, n: int, required: bool = False) -> list[Any]:
@@ -44,16 +23,6 @@ def column(columns: Mapping[str, Any], name: str, n: int, required: bool = False
     if len(values) != n:
         raise ValueError(f"column {name!r} has {len(values)} values for {n} completions")
     return values
-
-
-def last_user_text(prompt: Any) -> str:
-    """Content of the last user message of a chat prompt (or the prompt itself when it is a string)."""
-    if isinstance(prompt, str):
-        return prompt
-    for message in reversed(list(prompt or [])):
-        if isinstance(message, Mapping) and message.get("role") == "user":
-            return completion_text([message])
-    return ""
 
 
 def with_completion_prefix(completions: Sequence[Any], prefix: str) -> list[Any]:

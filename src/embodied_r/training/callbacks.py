@@ -131,7 +131,7 @@ def record_samples(
     limit: int,
 ) -> None:
     """Write the first ``limit`` completions of a generation batch with their per-function rewards."""
-    from embodied_r.rewards.text import completion_text
+    from embodied_r.core.chat import completion_text
 
     rows = []
     for i in range(min(limit, len(completions))):

@@ -15,7 +15,7 @@ from embodied_r.evaluation.benchmarks.common import record_problem
 from embodied_r.io import DataFileError, iter_jsonl
 from embodied_r.reasoning.prompts import build_reasoner_messages
 from embodied_r.records import PromptRow, QARecord, RecordError
-from embodied_r.rewards.text import last_user_text
+from embodied_r.core.chat import last_user_text
 
 TOY_PREFIX = "toy:"
 # Columns handed to the reward functions (TRL passes every dataset column except "prompt" as a kwarg).

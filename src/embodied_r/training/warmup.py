@@ -31,7 +31,7 @@ from typing import Any
 from embodied_r.io import atomic_write_json, read_json
 from embodied_r.reasoning.parsing import option_letters, option_texts
 from embodied_r.records import PromptRow
-from embodied_r.rewards.text import last_user_text
+from embodied_r.core.chat import last_user_text
 from embodied_r.training.data import has_image
 
 logger = logging.getLogger(__name__)

@@ -37,7 +37,7 @@ def test_tiny_qwen25_vl_consumes_a_vl_row(robot_dataset: Path) -> None:
 
 def _length_reward(completions, **_):
     # Varies between completions, so a random tiny model still gets non-zero advantages and gradients.
-    from embodied_r.rewards.text import completion_text
+    from embodied_r.core.chat import completion_text
 
     return [len(completion_text(c)) / 10.0 for c in completions]
 

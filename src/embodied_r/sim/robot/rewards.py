@@ -15,19 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from embodied_r.core.chat import completion_text
+
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
-
-
-def _completion_text(completion: Any) -> str:
-    # TRL passes plain strings, or for conversational data a list of messages.
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
-        content = completion[-1].get("content", "")
-        if isinstance(content, list):
-            return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-        return str(content)
-    raise TypeError(f"completion must be a string or a list of messages, got {type(completion).__name__}")
 
 
 def parse_xyz(text: str) -> np.ndarray | None:
@@ -81,7 +71,7 @@ def open_l1_reward(completions: list[Any], answer: list[Any], answer_type: list[
         if gold is None:
             raise ValueError(f"open_l1_reward: row {i} answer {answer[i]!r} is not an [x, y, z] position; "
                              f"use this reward only with prompts_open.jsonl rows")
-        span = extract_answer_span(_completion_text(completion))
+        span = extract_answer_span(completion_text(completion))
         rewards.append(round(l1_score(parse_xyz(span) if span is not None else None, gold), 6))
     return rewards
 
