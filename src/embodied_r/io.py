@@ -201,3 +201,24 @@ def exclusive_output(output: str | os.PathLike[str]) -> Iterator[Path]:
         yield path
     finally:
         os.close(fd)  # closing releases the lock
+
+
+@contextlib.contextmanager
+def claimed_folder(folder: str | os.PathLike[str]) -> Iterator[Path]:
+    """Create ``folder`` if needed and hold its lock (``exclusive_output``) while the body writes it.
+
+    When the body fails and the folder was created here and holds nothing but the lock, it is removed,
+    so a failed first run (a typo in a model name) leaves nothing behind that a rerun would trip over.
+    """
+    folder = Path(folder)
+    created = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = lock_path_for(folder)
+    try:
+        with exclusive_output(folder):
+            yield folder
+    except BaseException:
+        if created and {p.name for p in folder.iterdir()} <= {lock.name}:
+            lock.unlink(missing_ok=True)
+            folder.rmdir()
+        raise

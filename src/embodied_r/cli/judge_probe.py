@@ -70,8 +70,9 @@ def run(args: argparse.Namespace) -> int:
     from embodied_r.cli.common import CLIError, console, print_table
     from embodied_r.evaluation.judge import make_judge
     from embodied_r.evaluation.runner import load_eval_rows
-    from embodied_r.inference.judge_probe import ProbeError, build_probe_cases, run_probe, write_probe
+    from embodied_r.inference.judge_probe import ProbeError, build_probe_cases, run_probe
     from embodied_r.inference.judges import JudgeError
+    from embodied_r.io import atomic_write_json
 
     if args.cases < 16:
         raise CLIError(f"--cases must be at least 16, got {args.cases}")
@@ -114,8 +115,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         path = Path(args.out)
         path = path if path.suffix == ".json" else path / "judge_probe.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_probe(result, path, data=str(args.data))
+        atomic_write_json(path, {**result.to_dict(), "data": str(args.data)})
         console().print(f"wrote {path}", markup=False)
     console().print(("PASS: " if result.passed else "FAIL: ") + result.summary(), markup=False)
     return 0 if result.passed else 1

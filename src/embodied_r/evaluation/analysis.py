@@ -38,7 +38,7 @@ def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, en
         elif name == "prior":
             tables[name] = prior_baseline(rows)
         elif name == "direct":
-            predictions, _ = generate_resumable(engine_factory, direct_answer_rows(rows),
+            predictions, _, _ = generate_resumable(engine_factory, direct_answer_rows(rows),
                                                 out / "baselines" / "direct.jsonl", batch_size, direct_max_new_tokens)
             table = task_table(predictions)
             table.update({"name": "direct", "status": "ok", "note": "the reasoner answering without thinking",
@@ -102,10 +102,9 @@ def run_consistency(spec: str | None, judge_model: str | None, model_name: str, 
 def probe_for_eval(judge: Any, rows: Sequence[PromptRow], out: Path) -> dict[str, Any]:
     """The judge probe on the evaluated questions (reused from ``out/judge_probe.json`` when the judge
     is the same), or why it could not run."""
-    from embodied_r.inference.judge_probe import ProbeError, probe_record
+    from embodied_r.inference.judge_probe import ProbeError, probe_fingerprint, probe_record
 
-    fingerprint = {"judge": str(getattr(judge, "name", "")), "sees_letters": bool(getattr(judge, "sees_letters", False)),
-                   "questions": len(rows)}
+    fingerprint = probe_fingerprint(judge, rows)
     try:
         return probe_record(judge, rows, out / "judge_probe.json", fingerprint)
     except ProbeError as exc:

@@ -51,11 +51,9 @@ def training_judge(model: str) -> dict[str, Any] | None:
     if run is None:
         return None
     recipe = yaml.safe_load((run / "resolved_recipe.yaml").read_text(encoding="utf-8")) or {}
-    names = [
-        r if isinstance(r, str) else next(iter(r)) if isinstance(r, dict) and len(r) == 1 else r.get("name")
-        for r in recipe.get("rewards") or []
-    ]
-    if "consistency" not in names:
+    from embodied_r.training.recipe import reward_spec
+
+    if "consistency" not in [reward_spec(entry)[0] for entry in recipe.get("rewards") or []]:
         return None
     spec = recipe.get("reference_model", "policy")
     if spec in (None, "policy"):

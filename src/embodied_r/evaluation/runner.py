@@ -21,7 +21,7 @@ from embodied_r.evaluation.benchmarks.common import LoadReport, check_records, r
 from embodied_r.evaluation.benchmarks.registry import parse_spec
 from embodied_r.evaluation.generation import TransformersEngine
 from embodied_r.evaluation.metrics import score_answer
-from embodied_r.io import DataFileError, JsonlAppender, atomic_write_json, exclusive_output, lock_path_for, read_json
+from embodied_r.io import DataFileError, JsonlAppender, atomic_write_json, claimed_folder, read_json
 from embodied_r.reasoning.parsing import parse_answer
 from embodied_r.records import Prediction, PromptRow
 
@@ -111,11 +111,11 @@ def evaluate_with_engine(engine: Any, rows: Sequence[PromptRow], batch_size: int
 def generate_resumable(engine_factory: Callable[[], Any], rows: Sequence[PromptRow], path: Path,
                        batch_size: int, max_new_tokens: int,
                        progress: Callable[[int, int], None] | None = None,
-                       completion_prefix: str = "") -> tuple[list[dict[str, Any]], int]:
+                       completion_prefix: str = "") -> tuple[list[dict[str, Any]], int, int]:
     """Predictions for ``rows`` in ``path`` (jsonl), generating only the ids not there yet.
 
-    The engine is built only when something is left to generate. Returns (predictions for ``rows``,
-    number generated now)."""
+    The engine is built only when something is left to generate. Returns (predictions for ``rows``, one
+    per id, the first when the file holds several; number generated now; number of duplicates ignored)."""
     appender = JsonlAppender(path)
     done = appender.done_keys("id")
     todo = [r for r in rows if r.id not in done]
@@ -145,7 +145,7 @@ def generate_resumable(engine_factory: Callable[[], Any], rows: Sequence[PromptR
     if duplicates:
         logger.warning("%s holds %d duplicate prediction(s) (an earlier concurrent run?); each id counts once, "
                        "its first prediction", path, duplicates)
-    return predictions, generated
+    return predictions, generated, duplicates
 
 
 def first_per_id(records: Iterable[dict[str, Any]], key: str = "id") -> tuple[list[dict[str, Any]], int]:
@@ -183,80 +183,64 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise DataFileError(f"--out {out}: is a file; give a folder for predictions.jsonl and metrics.json")
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        with exclusive_output(out) as lock:  # one writer per folder: a second eval exits at once
-            return _run_eval_in(out, started, data, model_name, limit, batch_size, max_new_tokens, dtype,
-                                progress, perception, engine, prompt_version, baselines, direct_max_new_tokens,
-                                judge, judge_model, report, completion_prefix, judge_sees_letters)
-    except BaseException:
-        if created and {p.name for p in out.iterdir()} <= {lock_path_for(out).name}:
-            lock_path_for(out).unlink(missing_ok=True)
-            out.rmdir()  # a run that failed before writing anything leaves no empty folder behind
-        raise
-
-
-def _run_eval_in(out: Path, started: float, data: str | Path, model_name: str, limit: int | None, batch_size: int,
-                 max_new_tokens: int, dtype: str, progress: Callable[[int, int], None] | None, perception: Any,
-                 engine: str, prompt_version: str, baselines: Sequence[str], direct_max_new_tokens: int,
-                 judge: str | None, judge_model: str | None, report: bool, completion_prefix: str,
-                 judge_sees_letters: bool) -> dict[str, Any]:
     from embodied_r.evaluation.analysis import assemble_metrics, run_baselines, run_consistency
 
-    rows, load_report = load_eval_rows(data, prompt_version=prompt_version, perception=perception, out_dir=out)
-    from embodied_r.training.data import has_image
+    with claimed_folder(out):  # one writer per folder; a run that fails before writing leaves none behind
+        rows, load_report = load_eval_rows(data, prompt_version=prompt_version, perception=perception,
+                                           out_dir=out)
+        from embodied_r.training.data import has_image
 
-    if any(has_image(row) for row in rows):  # the text engines would drop the image without a word
-        raise DataFileError(f"{data}: these prompt rows carry images (Robot-R1 prompts_vl.jsonl); eval generates "
-                            "from text only, so evaluate the text rows (prompts.jsonl) of the same questions")
-    if limit is not None:
-        rows = rows[:limit]
-    if not rows:
-        if load_report.skipped:
-            raise DataFileError(f"{data}: no usable questions ({len(load_report.skipped)} skipped: "
-                                f"{load_report.reason_counts()})")
-        raise DataFileError(f"{data}: holds no questions")
-    write_stamp = _check_same_run(out, data, model_name, completion_prefix)
-    cache: dict[str, Any] = {}
+        if any(has_image(row) for row in rows):  # the text engines would drop the image without a word
+            raise DataFileError(f"{data}: these prompt rows carry images (Robot-R1 prompts_vl.jsonl); eval "
+                                "generates from text only, so evaluate the text rows (prompts.jsonl) of the "
+                                "same questions")
+        if limit is not None:
+            rows = rows[:limit]
+        if not rows:
+            if load_report.skipped:
+                raise DataFileError(f"{data}: no usable questions ({len(load_report.skipped)} skipped: "
+                                    f"{load_report.reason_counts()})")
+            raise DataFileError(f"{data}: holds no questions")
+        write_stamp = _check_same_run(out, data, model_name, completion_prefix)
+        cache: dict[str, Any] = {}
 
-    def engine_factory() -> Any:
-        if "engine" not in cache:
-            from embodied_r.evaluation.generation import make_engine
+        def engine_factory() -> Any:
+            if "engine" not in cache:
+                from embodied_r.evaluation.generation import make_engine
 
-            cache["engine"] = make_engine(model_name, engine=engine, dtype=dtype)
-            write_stamp()  # only a model that loads claims the folder (a typo leaves it free)
-        return cache["engine"]
+                cache["engine"] = make_engine(model_name, engine=engine, dtype=dtype)
+                write_stamp()  # only a model that loads claims the folder (a typo leaves it free)
+            return cache["engine"]
 
-    predictions, generated = generate_resumable(engine_factory, rows, out / "predictions.jsonl", batch_size,
-                                                max_new_tokens, progress, completion_prefix=completion_prefix)
-    wanted = {r.id for r in rows}
-    duplicates = sum(1 for p in JsonlAppender(out / "predictions.jsonl").existing() if p["id"] in wanted) - len(
-        predictions)
-    baseline_tables = run_baselines(baselines, rows, out, engine_factory, batch_size, direct_max_new_tokens,
-                                    perception)
-    consistency = run_consistency(judge, judge_model, model_name, dtype, rows, predictions, out,
-                                  sees_letters=judge_sees_letters)
-    engine_name = cache["engine"].name if "engine" in cache else None
-    metrics = assemble_metrics(predictions, rows, baseline_tables, consistency, load_report)
-    metrics.update({
-        "model": model_name, "data": str(data), "n_questions": len(rows),
-        "duplicate_predictions_ignored": duplicates,
-        "generated_this_run": generated, "resumed": len(rows) - generated,
-        "skipped": load_report.skipped, "n_skipped": len(load_report.skipped),
-        "generation": {"do_sample": False, "max_new_tokens": max_new_tokens, "batch_size": batch_size,
-                       "engine": engine_name or engine, "prompt_version": prompt_version,
-                       "completion_prefix": completion_prefix},
-        "perception": perception.describe() if perception is not None and perception.given else None,
-        "wall_time_s": round(time.perf_counter() - started, 2),
-    })
-    write_stamp()
-    atomic_write_json(out / "metrics.json", metrics)
-    if report:
-        from embodied_r.evaluation.report import build_report
+        predictions, generated, duplicates = generate_resumable(
+            engine_factory, rows, out / "predictions.jsonl", batch_size, max_new_tokens, progress,
+            completion_prefix=completion_prefix)
+        baseline_tables = run_baselines(baselines, rows, out, engine_factory, batch_size,
+                                        direct_max_new_tokens, perception)
+        consistency = run_consistency(judge, judge_model, model_name, dtype, rows, predictions, out,
+                                      sees_letters=judge_sees_letters)
+        engine_name = cache["engine"].name if "engine" in cache else None
+        metrics = assemble_metrics(predictions, rows, baseline_tables, consistency, load_report)
+        metrics.update({
+            "model": model_name, "data": str(data), "n_questions": len(rows),
+            "duplicate_predictions_ignored": duplicates,
+            "generated_this_run": generated, "resumed": len(rows) - generated,
+            "skipped": load_report.skipped, "n_skipped": len(load_report.skipped),
+            "generation": {"do_sample": False, "max_new_tokens": max_new_tokens, "batch_size": batch_size,
+                           "engine": engine_name or engine, "prompt_version": prompt_version,
+                           "completion_prefix": completion_prefix},
+            "perception": perception.describe() if perception is not None and perception.given else None,
+            "wall_time_s": round(time.perf_counter() - started, 2),
+        })
+        write_stamp()
+        atomic_write_json(out / "metrics.json", metrics)
+        if report:
+            from embodied_r.evaluation.report import build_report
 
-        build_report([out], out)
-    return metrics
+            build_report([out], out)
+        return metrics
+
+
 def _check_same_run(out: Path, data: str | Path, model_name: str, completion_prefix: str = "") -> Callable[[], None]:
     """Refuse to mix predictions of a different model, data set or completion prefix into an existing
     output folder; returns the function that stamps the folder (called once the model has loaded)."""

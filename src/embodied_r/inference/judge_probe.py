@@ -20,6 +20,7 @@ below ``min_agreement`` (default 0.8) or whose most frequent letter takes more t
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 from collections import Counter
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r.inference.judges import Judge, JudgeError, question_for_judge, visible_thinks
+from embodied_r.io import atomic_write_json, read_json
 from embodied_r.reasoning.parsing import OPTION_PREFIX_RE, option_letters
 
 KINDS = ("content", "named", "conflict")
@@ -94,7 +96,8 @@ class ProbeResult:
     examples: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field, plus ``message``: the one-line summary (what ``judge_probe.json`` holds)."""
+        return {**asdict(self), "message": self.summary()}
 
     def summary(self) -> str:
         """One line: the numbers a user needs to decide about this judge."""
@@ -279,22 +282,26 @@ def check(result: ProbeResult) -> list[str]:
     return failures
 
 
-def weak_judge_message(result: ProbeResult, where: str = "training") -> str:
-    """The error a run gives for a judge that failed the probe: its numbers and the ways out."""
+def weak_judge_message(summary: str, where: str = "training") -> str:
+    """The error a run gives for a judge that failed the probe (``summary``: its numbers) and the ways out."""
     return (
         f"the consistency judge failed its probe, so the consistency reward would measure noise: "
-        f"{result.summary()}. Ways out: a stronger `reference_model` (a larger instruct model's name or "
+        f"{summary}. Ways out: a stronger `reference_model` (a larger instruct model's name or "
         f"folder), an OpenAI-compatible endpoint (`reference_model: {{base_url: http://host:8000/v1, model: "
         f"NAME}}`), or `allow_weak_judge: true` to go on knowingly ({where} records it)."
     )
 
 
-def write_probe(result: ProbeResult, path: str | Path, **extra: Any) -> Path:
-    from embodied_r.io import atomic_write_json
-
-    path = Path(path)
-    atomic_write_json(path, {**result.to_dict(), **extra})
-    return path
+def probe_fingerprint(judge: Judge, rows: Sequence[Any], **settings: Any) -> dict[str, Any]:
+    """What a saved probe must match to be reused: the judge, its letter rule, the rows (a digest of
+    their ids) and the probe settings."""
+    ids = sorted(str(row["id"] if isinstance(row, dict) else row.id) for row in rows)
+    return {
+        "judge": str(getattr(judge, "name", type(judge).__name__)),
+        "sees_letters": bool(getattr(judge, "sees_letters", False)),
+        "rows": hashlib.sha1("\n".join(ids).encode("utf-8")).hexdigest()[:16],
+        **settings,
+    }
 
 
 def probe_record(
@@ -309,21 +316,18 @@ def probe_record(
     max_letter_share: float = DEFAULT_MAX_LETTER_SHARE,
     write: bool = True,
 ) -> dict[str, Any]:
-    """The probe of ``judge`` on ``rows`` as a dict (``ProbeResult`` fields, ``message``, ``fingerprint``),
-    reused from ``path`` when an earlier probe there has the same ``fingerprint`` (a resumed run), else
-    run and (with ``write``) saved there. Raises ``ProbeError`` when the rows cannot make a probe."""
-    from embodied_r.io import read_json
-
+    """The probe of ``judge`` on ``rows`` as a dict (``ProbeResult.to_dict`` plus ``fingerprint``), reused
+    from ``path`` when an earlier probe there has the same ``fingerprint`` (a resumed run), else run and
+    (with ``write``) saved there. Raises ``ProbeError`` when the rows cannot make a probe."""
     if path.is_file():
         previous = read_json(path)
         if previous.get("fingerprint") == fingerprint:
             return previous
     cases = build_probe_cases(rows, n_cases=n_cases, seed=seed, conflict=conflict)
     result = run_probe(judge, cases, min_agreement=min_agreement, max_letter_share=max_letter_share)
-    record = {**result.to_dict(), "message": result.summary(), "fingerprint": fingerprint}
+    record = {**result.to_dict(), "fingerprint": fingerprint}
     if write:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_probe(result, path, message=record["message"], fingerprint=fingerprint)
+        atomic_write_json(path, record)
     return record
 
 
@@ -334,8 +338,8 @@ __all__ = [
     "ProbeResult",
     "build_probe_cases",
     "check",
+    "probe_fingerprint",
     "probe_record",
     "run_probe",
     "weak_judge_message",
-    "write_probe",
 ]

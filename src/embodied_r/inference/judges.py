@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from embodied_r.core.chat import last_user_text
 from embodied_r.inference.letter_mask import mask_option_letters
 from embodied_r.reasoning.parsing import DEFAULT_LETTERS, option_letters
-from embodied_r.core.chat import last_user_text
 
 logger = logging.getLogger(__name__)
 

@@ -201,7 +201,7 @@ def _gate_consistency(
     if consistency is None:
         return None
     return gate_judge(consistency, rows, recipe.output_dir, probe_settings(recipe.judge_probe),
-                      recipe.allow_weak_judge, str(recipe.train_data), PartialState().is_main_process)
+                      recipe.allow_weak_judge, PartialState().is_main_process)
 
 
 def existing_checkpoints(output_dir: Path) -> list[Path]:

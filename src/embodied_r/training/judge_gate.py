@@ -18,17 +18,16 @@ from embodied_r.inference.judge_probe import (
     DEFAULT_MAX_LETTER_SHARE,
     DEFAULT_MIN_AGREEMENT,
     ProbeError,
-    ProbeResult,
+    probe_fingerprint,
     probe_record,
     weak_judge_message,
-    write_probe,
 )
 from embodied_r.inference.judges import JudgeError
+from embodied_r.io import atomic_write_json
 from embodied_r.rewards.consistency import ConsistencyReward, gather_flags
 
 logger = logging.getLogger(__name__)
 
-_RESULT_FIELDS = frozenset(ProbeResult.__dataclass_fields__)
 PROBE_KEYS = {"cases": int, "min_agreement": float, "max_letter_share": float, "seed": int, "conflict": bool}
 
 
@@ -84,18 +83,12 @@ def gate_judge(
     output_dir: Path,
     settings: dict[str, Any],
     allow_weak: bool,
-    data: str,
     is_main: bool,
 ) -> dict[str, Any]:
     """Probe ``reward.judge`` (or reuse an identical earlier probe); raise JudgeError if it fails and
     weak judges are not allowed. Returns what ``judge_probe.json`` holds."""
     judge = reward.judge
-    fingerprint = {
-        "judge": str(getattr(judge, "name", type(judge).__name__)),
-        "sees_letters": bool(getattr(judge, "sees_letters", False)),
-        "data": data,
-        **settings,
-    }
+    fingerprint = probe_fingerprint(judge, rows, **settings)
     path = output_dir / "judge_probe.json"
     try:
         # Every process probes its own replica; only the main process writes the file (below).
@@ -130,12 +123,11 @@ def gate_judge(
     passed_everywhere = all(flag for flags in gather_flags([bool(record["passed"])]) for flag in flags)
     record["allowed_weak"] = bool(allow_weak and not passed_everywhere)
     if is_main:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        write_probe(_as_result(record), path, **{k: v for k, v in record.items() if k not in _RESULT_FIELDS})
+        atomic_write_json(path, record)
     if passed_everywhere:
         logger.info("judge probe: %s", record["message"])
     elif not allow_weak:
-        raise JudgeError(weak_judge_message(_as_result(record)) + f" The probe is in {path}.")
+        raise JudgeError(weak_judge_message(record["message"]) + f" The probe is in {path}.")
     else:
         logger.warning(
             "judge probe failed, going on because allow_weak_judge is true: the consistency reward "
@@ -143,7 +135,3 @@ def gate_judge(
             record["message"],
         )
     return record
-
-
-def _as_result(record: dict[str, Any]) -> ProbeResult:
-    return ProbeResult(**{k: v for k, v in record.items() if k in _RESULT_FIELDS})
