@@ -35,6 +35,18 @@ def _write_perception(tmp_path: Path, ids: list[str]) -> Path:
     return path
 
 
+class CharTokenizer:
+    """One token per character: enough for the context policy to measure prompts."""
+
+    chat_template = None
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [ord(c) for c in text]}
+
+    def decode(self, ids):
+        return "".join(chr(i) for i in ids)
+
+
 class ScriptedEngine:
     """Stands in for a model: answers every prompt with ``reply`` (e.g. nothing at all)."""
 
@@ -113,7 +125,7 @@ def test_vllm_engine_plumbing_with_a_stand_in_module(monkeypatch: pytest.MonkeyP
             self.kwargs, self.calls = kwargs, []
 
         def get_tokenizer(self):
-            return types.SimpleNamespace(chat_template=None)
+            return CharTokenizer()
 
         def generate(self, texts, params, use_tqdm=False):
             self.calls.append((list(texts), params))

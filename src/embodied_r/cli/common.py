@@ -24,6 +24,34 @@ def add_generation_arguments(parser: Any, limit_help: str) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=256,
                         help="completion length cap (default: 256)")
     parser.add_argument("--dtype", default="auto", help="auto | bfloat16 | float32 (default: auto)")
+    add_context_arguments(parser)
+
+
+def add_context_arguments(parser: Any) -> None:
+    """``--context-rule``, ``--max-prompt-tokens`` and ``--max-batch-tokens`` (the context policy)."""
+    from embodied_r.inference.context_policy import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_RULE, RULES
+
+    group = parser.add_argument_group("context policy (prompts longer than the model's context)")
+    group.add_argument("--context-rule", default=DEFAULT_RULE, choices=list(RULES),
+                       help="what to do with a prompt that does not fit: drop the oldest frame descriptions, "
+                       "cut the user text from the left, or skip the row; every affected row is recorded "
+                       "(default: %(default)s)")
+    group.add_argument("--max-prompt-tokens", type=int, default=None, metavar="N",
+                       help="prompt token cap below the model's context minus --max-new-tokens (default: none)")
+    group.add_argument("--max-batch-tokens", type=int, default=DEFAULT_MAX_BATCH_TOKENS, metavar="N",
+                       help="padded tokens per batch, rows x (longest prompt + new tokens); bounds memory "
+                       "(default: %(default)s)")
+
+
+def context_policy(args: Any) -> Any:
+    """The ContextPolicy the context arguments describe, or a CLIError."""
+    from embodied_r.inference.context_policy import ContextError, ContextPolicy
+
+    try:
+        return ContextPolicy(rule=args.context_rule, max_prompt_tokens=args.max_prompt_tokens,
+                             max_batch_tokens=args.max_batch_tokens)
+    except ContextError as exc:
+        raise CLIError(f"--max-prompt-tokens / --max-batch-tokens: {exc}") from None
 
 
 def check_generation_arguments(args: Any) -> None:
@@ -32,6 +60,7 @@ def check_generation_arguments(args: Any) -> None:
         raise CLIError(f"--limit must be positive, got {args.limit}")
     if args.batch_size <= 0 or args.max_new_tokens <= 0:
         raise CLIError("--batch-size and --max-new-tokens must be positive")
+    context_policy(args)
 
 
 def print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:

@@ -82,7 +82,7 @@ def perception_source(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from embodied_r.cli.common import CLIError, check_generation_arguments, console
+    from embodied_r.cli.common import CLIError, check_generation_arguments, console, context_policy
     from embodied_r.evaluation.runner import run_eval
 
     check_generation_arguments(args)
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
                            perception=perception, engine=args.engine, prompt_version=args.prompt_version,
                            baselines=baselines, judge=args.judge, judge_model=args.judge_model,
                            report=not args.no_report, completion_prefix=args.completion_prefix,
-                           judge_sees_letters=args.judge_sees_letters)
+                           judge_sees_letters=args.judge_sees_letters, context=context_policy(args))
     print_metrics(metrics)
     return 0
 
@@ -124,6 +124,14 @@ def print_metrics(metrics: dict[str, Any]) -> None:
     if metrics.get("duplicate_predictions_ignored"):
         out.print(f"{metrics['duplicate_predictions_ignored']} duplicate prediction(s) in predictions.jsonl were "
                   "ignored (each question counts once, with its first prediction)")
+    context = metrics.get("context") or {}
+    if context.get("affected"):
+        out.print(f"context policy {context['policy']['rule']}: {context['affected']} prompt(s) did not fit the model "
+                  f"({context['actions']}); skipped rows count as unanswered (see context in metrics.json):",
+                  markup=False)
+        for row in context.get("rows", [])[:10]:
+            out.print(f"  {row['id']}: {row['action']}, {row['prompt_tokens']} tokens, limit {row['limit']}"
+                      + (f", kept {row['kept_tokens']}" if row["kept_tokens"] else ""), markup=False)
     if overall.get("empty_completions"):
         out.print(f"{overall['empty_completions']} completion(s) were empty (counted as unparsed, scored 0)")
     if metrics.get("n_skipped"):

@@ -24,10 +24,13 @@ BASELINES = ("random", "prior", "direct", "vlm_only")
 
 
 def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, engine_factory: Callable[[], Any],
-                  batch_size: int, direct_max_new_tokens: int, perception: Any = None) -> dict[str, Any]:
-    """Tables for the requested baselines, keyed by name."""
-    from embodied_r.evaluation.runner import generate_resumable
+                  batch_size: int, direct_max_new_tokens: int, perception: Any = None,
+                  context: Any = None) -> dict[str, Any]:
+    """Tables for the requested baselines, keyed by name; ``direct`` prompts follow the ``context`` policy."""
+    from embodied_r.evaluation.runner import context_report, generate_resumable
+    from embodied_r.inference.context_policy import ContextPolicy
 
+    context = context or ContextPolicy()
     unknown = sorted(set(names) - set(BASELINES))
     if unknown:
         raise ValueError(f"unknown baseline(s) {unknown}; choose from {list(BASELINES)}")
@@ -39,10 +42,11 @@ def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, en
             tables[name] = prior_baseline(rows)
         elif name == "direct":
             predictions, _, _ = generate_resumable(engine_factory, direct_answer_rows(rows),
-                                                out / "baselines" / "direct.jsonl", batch_size, direct_max_new_tokens)
+                                                out / "baselines" / "direct.jsonl", batch_size, direct_max_new_tokens,
+                                                context=context)
             table = task_table(predictions)
             table.update({"name": "direct", "status": "ok", "note": "the reasoner answering without thinking",
-                          "max_new_tokens": direct_max_new_tokens})
+                          "max_new_tokens": direct_max_new_tokens, "context": context_report(predictions, context)})
             tables[name] = table
         elif name == "vlm_only":
             tables[name] = vlm_only_baseline(rows, perception, out)
@@ -117,7 +121,9 @@ def assemble_metrics(predictions: Sequence[dict[str, Any]], rows: Sequence[Promp
     from embodied_r.evaluation.benchmarks.vsibench import vsibench_task_scores
 
     metrics = task_table(predictions)
-    empty = [p for p in predictions if not str(p.get("completion", "")).strip()]
+    # Rows the context policy skipped have no completion by design; they are counted in ``context``.
+    empty = [p for p in predictions if not str(p.get("completion", "")).strip()
+             and (((p.get("meta") or {}).get("context") or {}).get("action") != "skipped")]
     metrics["overall"]["empty_completions"] = len(empty)
     for task, table in metrics["tasks"].items():
         table["empty_completions"] = sum(1 for p in empty if p["task"] == task)

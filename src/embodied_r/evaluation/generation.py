@@ -1,7 +1,9 @@
 """Batched chat generation with a transformers model (greedy by default).
 
-Batching is the main lever on CPU (feasibility.md §3: 8x throughput from bs 1 to 32), so prompts are
-grouped by token length to waste little compute on padding.
+Batching is the main lever on CPU (8x throughput from batch 1 to 32 for short prompts), so prompts are
+grouped by token length to waste little compute on padding, and batches are bounded by a token budget
+(rows x (longest prompt + new tokens)) so that one long prompt cannot multiply memory. Every prompt is
+first fitted to the model's context by the context policy (``embodied_r.inference.context_policy``).
 
 Every official-format reasoner prompt starts with the same ~220 tokens (system prompt, role sentence,
 video header), 15-65% of the prompt. ``generate_batch`` therefore runs that shared prefix once, copies
@@ -16,16 +18,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from embodied_r.core.chat import Messages, render_chat
-
-
-def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Index batches with similar lengths, longest first (an out-of-memory shows up at once).
-
-    >>> length_sorted_batches([5, 1, 9, 3], 2)
-    [[2, 0], [3, 1]]
-    """
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+from embodied_r.inference.context_policy import (
+    ContextError,
+    ContextPolicy,
+    FittedPrompt,
+    fit_chats,
+    model_context_length,
+    token_budget_batches,
+)
 
 
 # Below this many shared tokens the extra forward pass is not worth it.
@@ -53,10 +53,11 @@ def _cache_keyword(model: Any) -> str:
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
-def generate_batch(model: Any, tokenizer: Any, texts: Sequence[str], max_new_tokens: int,
+def generate_batch(model: Any, tokenizer: Any, texts: Sequence[str] | None, max_new_tokens: int,
                    do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
-                   share_prefix: bool = True) -> list[str]:
-    """Generate one completion per already-templated text; returns only the new text."""
+                   share_prefix: bool = True, token_lists: Sequence[Sequence[int]] | None = None) -> list[str]:
+    """Generate one completion per already-templated text (or per ``token_lists`` entry, already
+    tokenised); returns only the new text."""
     import torch
 
     kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "pad_token_id": tokenizer.pad_token_id}
@@ -64,14 +65,14 @@ def generate_batch(model: Any, tokenizer: Any, texts: Sequence[str], max_new_tok
         kwargs.update(do_sample=True, temperature=temperature, top_p=top_p)
     else:
         kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-    token_lists = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
-    prefix = shared_prefix_length(token_lists) if share_prefix and len(texts) > 1 else 0
+    if token_lists is None:
+        token_lists = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts or ()]
+    prefix = shared_prefix_length(token_lists) if share_prefix and len(token_lists) > 1 else 0
     if prefix >= MIN_SHARED_PREFIX:
         input_ids, attention = _prefix_layout(token_lists, prefix, tokenizer.pad_token_id, model.device)
-        kwargs[_cache_keyword(model)] = _prefix_cache(model, token_lists[0][:prefix], len(texts))
+        kwargs[_cache_keyword(model)] = _prefix_cache(model, token_lists[0][:prefix], len(token_lists))
     else:
-        encoded = tokenizer(list(texts), return_tensors="pt", padding=True, add_special_tokens=False)
-        input_ids, attention = encoded["input_ids"].to(model.device), encoded["attention_mask"].to(model.device)
+        input_ids, attention = _prefix_layout(token_lists, 0, tokenizer.pad_token_id, model.device)
     with torch.inference_mode():
         output = model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
     return tokenizer.batch_decode(output[:, input_ids.shape[1]:], skip_special_tokens=True)
@@ -106,24 +107,18 @@ def _prefix_layout(token_lists: Sequence[Sequence[int]], prefix: int, pad_id: in
 
 def generate_chats(model: Any, tokenizer: Any, conversations: Sequence[Messages], max_new_tokens: int = 256,
                    batch_size: int = 8, on_batch: Callable[[list[int], list[str]], None] | None = None,
-                   completion_prefix: str = "", **sampling: Any) -> list[str]:
-    """Completions for many chats, batched by length; ``on_batch(indices, completions)`` is called as
-    each batch finishes so callers can persist results incrementally.
+                   completion_prefix: str = "", context: ContextPolicy | None = None, **sampling: Any) -> list[str]:
+    """Completions for many chats, batched by length within a token budget; ``on_batch(indices,
+    completions)`` is called as each batch finishes so callers can persist results incrementally.
 
     With ``completion_prefix`` the assistant turn starts with that text and each returned completion is
     the whole turn (prefix + generated text), so parsers and judges see what a reward saw in training.
+    Prompts are fitted by ``context`` (default: drop frames); a prompt the policy skips is an error here
+    (``TransformersEngine.fit`` + ``generate_fitted`` let callers record it instead).
     """
-    texts = [render_chat(tokenizer, c, completion_prefix) for c in conversations]
-    lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
-    results: list[str] = [""] * len(texts)
-    for batch in length_sorted_batches(lengths, max(1, batch_size)):
-        generated = generate_batch(model, tokenizer, [texts[i] for i in batch], max_new_tokens, **sampling)
-        completions = [completion_prefix + text for text in generated]
-        for index, completion in zip(batch, completions):
-            results[index] = completion
-        if on_batch is not None:
-            on_batch(batch, completions)
-    return results
+    engine = TransformersEngine(model, tokenizer)
+    return engine.generate_chats(conversations, max_new_tokens, batch_size, on_batch=on_batch,
+                                 completion_prefix=completion_prefix, context=context, **sampling)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -131,23 +126,73 @@ def generate_chats(model: Any, tokenizer: Any, conversations: Sequence[Messages]
 # ---------------------------------------------------------------------------------------------------
 
 
-class TransformersEngine:
-    """``generate_chats`` over an already loaded transformers model (what ``eval`` uses on CPU)."""
+class _FittingEngine:
+    """What both engines share: fit prompts to the context, then generate the fitted ones."""
+
+    tokenizer: Any
+
+    def context_length(self) -> int:
+        raise NotImplementedError
+
+    def fit(self, conversations: Sequence[Messages], max_new_tokens: int, completion_prefix: str = "",
+            context: ContextPolicy | None = None) -> list[FittedPrompt]:
+        """Every conversation measured in tokens and fitted by the context policy (nothing generated)."""
+        policy = context or ContextPolicy()
+        limit = policy.limit(self.context_length(), max_new_tokens)
+        return fit_chats(self.tokenizer, conversations, limit, policy.rule, completion_prefix)
+
+    def generate_fitted(self, fitted: Sequence[FittedPrompt], max_new_tokens: int, batch_size: int,
+                        on_batch: Callable[[list[int], list[str]], None] | None = None,
+                        completion_prefix: str = "", context: ContextPolicy | None = None,
+                        **sampling: Any) -> list[str]:
+        raise NotImplementedError
+
+    def generate_chats(self, conversations: Sequence[Messages], max_new_tokens: int, batch_size: int = 8,
+                       on_batch: Callable[[list[int], list[str]], None] | None = None, completion_prefix: str = "",
+                       context: ContextPolicy | None = None, **sampling: Any) -> list[str]:
+        fitted = self.fit(conversations, max_new_tokens, completion_prefix, context)
+        skipped = [(i, f) for i, f in enumerate(fitted) if f.skipped]
+        if skipped:
+            number, first = skipped[0]
+            raise ContextError(f"{len(skipped)} prompt(s) do not fit the model (prompt {number}: {first.reason}); "
+                               "shorten them, raise the context, or use the drop-frames or truncate-left rule")
+        return self.generate_fitted(fitted, max_new_tokens, batch_size, on_batch=on_batch,
+                                    completion_prefix=completion_prefix, context=context, **sampling)
+
+
+class TransformersEngine(_FittingEngine):
+    """Generation with an already loaded transformers model (what ``eval`` uses on CPU)."""
 
     name = "transformers"
 
     def __init__(self, model: Any, tokenizer: Any) -> None:
         self.model, self.tokenizer = model, tokenizer
 
-    def generate_chats(self, conversations: Sequence[Messages], max_new_tokens: int, batch_size: int,
-                       on_batch: Callable[[list[int], list[str]], None] | None = None, completion_prefix: str = "",
-                       **sampling: Any) -> list[str]:
-        return generate_chats(self.model, self.tokenizer, conversations, max_new_tokens=max_new_tokens,
-                              batch_size=batch_size, on_batch=on_batch, completion_prefix=completion_prefix,
-                              **sampling)
+    def context_length(self) -> int:
+        return model_context_length(self.model)
+
+    def generate_fitted(self, fitted: Sequence[FittedPrompt], max_new_tokens: int, batch_size: int,
+                        on_batch: Callable[[list[int], list[str]], None] | None = None,
+                        completion_prefix: str = "", context: ContextPolicy | None = None,
+                        **sampling: Any) -> list[str]:
+        """Completions for fitted prompts (none skipped), in token-budget batches, longest first."""
+        if any(f.skipped for f in fitted):
+            raise ValueError("generate_fitted got a skipped prompt; record it instead of generating")
+        budget = (context or ContextPolicy()).max_batch_tokens
+        lengths = [len(f.token_ids) + max_new_tokens for f in fitted]
+        results: list[str] = [""] * len(fitted)
+        for batch in token_budget_batches(lengths, budget, max(1, batch_size)):
+            generated = generate_batch(self.model, self.tokenizer, None, max_new_tokens,
+                                       token_lists=[fitted[i].token_ids for i in batch], **sampling)
+            completions = [completion_prefix + text for text in generated]
+            for index, completion in zip(batch, completions):
+                results[index] = completion
+            if on_batch is not None:
+                on_batch(batch, completions)
+        return results
 
 
-class VLLMEngine:
+class VLLMEngine(_FittingEngine):
     """Offline vLLM generation (continuous batching on a GPU), greedy unless sampling args say otherwise.
 
     vLLM schedules all prompts it is given at once, so conversations are submitted in chunks of
@@ -166,18 +211,26 @@ class VLLMEngine:
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
         self.llm = LLM(**kwargs)
+        self.max_model_len = max_model_len
         self.tokenizer = self.llm.get_tokenizer()
         self.chunk_size = max(1, int(chunk_size))
 
-    def generate_chats(self, conversations: Sequence[Messages], max_new_tokens: int, batch_size: int = 0,
-                       on_batch: Callable[[list[int], list[str]], None] | None = None,
-                       do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
-                       completion_prefix: str = "") -> list[str]:
+    def context_length(self) -> int:
+        config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
+        return int(getattr(config, "max_model_len", 0) or self.max_model_len or 0) or model_context_length(None)
+
+    def generate_fitted(self, fitted: Sequence[FittedPrompt], max_new_tokens: int, batch_size: int = 0,
+                        on_batch: Callable[[list[int], list[str]], None] | None = None,
+                        completion_prefix: str = "", context: ContextPolicy | None = None,
+                        do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0) -> list[str]:
+        """Completions for fitted prompts (vLLM batches by its own KV-cache budget, in chunks here)."""
         from vllm import SamplingParams
 
+        if any(f.skipped for f in fitted):
+            raise ValueError("generate_fitted got a skipped prompt; record it instead of generating")
         params = SamplingParams(max_tokens=max_new_tokens, temperature=temperature if do_sample else 0.0,
                                 top_p=top_p if do_sample else 1.0)
-        texts = [render_chat(self.tokenizer, c, completion_prefix) for c in conversations]
+        texts = [render_chat(self.tokenizer, f.messages or [], completion_prefix) for f in fitted]
         results: list[str] = [""] * len(texts)
         for start in range(0, len(texts), self.chunk_size):
             indices = list(range(start, min(start + self.chunk_size, len(texts))))

@@ -21,6 +21,7 @@ from embodied_r.evaluation.benchmarks.common import LoadReport, check_records, r
 from embodied_r.evaluation.benchmarks.registry import parse_spec
 from embodied_r.evaluation.generation import TransformersEngine
 from embodied_r.evaluation.metrics import score_answer
+from embodied_r.inference.context_policy import ContextPolicy
 from embodied_r.io import DataFileError, JsonlAppender, atomic_write_json, claimed_folder, read_json
 from embodied_r.reasoning.parsing import parse_answer
 from embodied_r.records import Prediction, PromptRow
@@ -79,39 +80,75 @@ def score_completion(row: PromptRow, completion: str) -> Prediction:
 def evaluate_rows(model: Any, tokenizer: Any, rows: Sequence[PromptRow], batch_size: int = 8,
                   max_new_tokens: int = 256,
                   on_predictions: Callable[[list[Prediction]], None] | None = None,
-                  completion_prefix: str = "", **sampling: Any) -> list[Prediction]:
+                  completion_prefix: str = "", context: ContextPolicy | None = None,
+                  **sampling: Any) -> list[Prediction]:
     """Generate (greedy unless sampling args say otherwise) and score every row; ``completion_prefix``
     prefills the assistant turn (as the training recipe key of the same name) and is part of each
-    prediction's completion."""
+    prediction's completion. Prompts are fitted by ``context`` (see ``evaluate_with_engine``)."""
     return evaluate_with_engine(TransformersEngine(model, tokenizer), rows, batch_size=batch_size,
                                 max_new_tokens=max_new_tokens, on_predictions=on_predictions,
-                                completion_prefix=completion_prefix, **sampling)
+                                completion_prefix=completion_prefix, context=context, **sampling)
+
+
+def skipped_prediction(row: PromptRow, record: dict[str, Any]) -> Prediction:
+    """The prediction of a row the context policy did not give to the model: unanswered, scored 0, and
+    marked (``meta.context``) so metrics count it apart from answers that failed to parse."""
+    prediction = score_completion(row, "")
+    prediction.meta["context"] = record
+    return prediction
 
 
 def evaluate_with_engine(engine: Any, rows: Sequence[PromptRow], batch_size: int = 8, max_new_tokens: int = 256,
                          on_predictions: Callable[[list[Prediction]], None] | None = None,
-                         completion_prefix: str = "", **sampling: Any) -> list[Prediction]:
-    """``evaluate_rows`` over any engine with ``generate_chats`` (transformers or vLLM)."""
+                         completion_prefix: str = "", context: ContextPolicy | None = None,
+                         **sampling: Any) -> list[Prediction]:
+    """``evaluate_rows`` over any engine with ``generate_chats`` (transformers or vLLM).
+
+    Engines that measure prompts (``fit``) apply the context policy first: a skipped row is recorded at
+    once as unanswered, a cut one is generated from what was kept; both carry ``meta.context``.
+    """
     predictions: list[Prediction | None] = [None] * len(rows)
+    if not hasattr(engine, "fit"):  # a stand-in engine without a tokenizer: prompts go as they are
+        fitted = None
+        todo = list(range(len(rows)))
+    else:
+        fitted = engine.fit([r.prompt for r in rows], max_new_tokens, completion_prefix, context)
+        skipped = [skipped_prediction(rows[i], f.record() or {}) for i, f in enumerate(fitted) if f.skipped]
+        for i, prediction in zip([i for i, f in enumerate(fitted) if f.skipped], skipped):
+            predictions[i] = prediction
+        if skipped and on_predictions is not None:
+            on_predictions(skipped)
+        todo = [i for i, f in enumerate(fitted) if not f.skipped]
 
     def handle(indices: list[int], completions: list[str]) -> None:
-        batch = [score_completion(rows[i], c) for i, c in zip(indices, completions)]
-        for i, prediction in zip(indices, batch):
-            predictions[i] = prediction
+        batch = []
+        for local, completion in zip(indices, completions):
+            index = todo[local]
+            prediction = score_completion(rows[index], completion)
+            record = fitted[index].record() if fitted is not None else None
+            if record:
+                prediction.meta["context"] = record
+            predictions[index] = prediction
+            batch.append(prediction)
         if on_predictions is not None:
             on_predictions(batch)
 
     if completion_prefix:
         sampling["completion_prefix"] = completion_prefix  # only when set: engines predating it still work
-    engine.generate_chats([r.prompt for r in rows], max_new_tokens=max_new_tokens, batch_size=batch_size,
-                          on_batch=handle, **sampling)
+    if fitted is None:
+        engine.generate_chats([rows[i].prompt for i in todo], max_new_tokens=max_new_tokens,
+                              batch_size=batch_size, on_batch=handle, **sampling)
+    elif todo:
+        engine.generate_fitted([fitted[i] for i in todo], max_new_tokens, batch_size, on_batch=handle,
+                               context=context, **sampling)
     return [p for p in predictions if p is not None]
 
 
 def generate_resumable(engine_factory: Callable[[], Any], rows: Sequence[PromptRow], path: Path,
                        batch_size: int, max_new_tokens: int,
                        progress: Callable[[int, int], None] | None = None,
-                       completion_prefix: str = "") -> tuple[list[dict[str, Any]], int, int]:
+                       completion_prefix: str = "", context: ContextPolicy | None = None,
+                       ) -> tuple[list[dict[str, Any]], int, int]:
     """Predictions for ``rows`` in ``path`` (jsonl), generating only the ids not there yet.
 
     The engine is built only when something is left to generate. Returns (predictions for ``rows``, one
@@ -136,10 +173,10 @@ def generate_resumable(engine_factory: Callable[[], Any], rows: Sequence[PromptR
             # Looked up through the module so tests (and callers) can wrap evaluate_rows.
             evaluate_rows(engine.model, engine.tokenizer, todo, batch_size=batch_size,
                           max_new_tokens=max_new_tokens, on_predictions=persist,
-                          completion_prefix=completion_prefix)
+                          completion_prefix=completion_prefix, context=context)
         else:
             evaluate_with_engine(engine, todo, batch_size=batch_size, max_new_tokens=max_new_tokens,
-                                 on_predictions=persist, completion_prefix=completion_prefix)
+                                 on_predictions=persist, completion_prefix=completion_prefix, context=context)
     wanted = {r.id for r in rows}
     predictions, duplicates = first_per_id(p for p in appender.existing() if p["id"] in wanted)
     if duplicates:
@@ -171,14 +208,18 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
              progress: Callable[[int, int], None] | None = None, *, perception: Any = None,
              engine: str = "auto", prompt_version: str = "official-v1", baselines: Sequence[str] = ("random", "prior"),
              direct_max_new_tokens: int = 16, judge: str | None = None, judge_model: str | None = None,
-             report: bool = True, completion_prefix: str = "", judge_sees_letters: bool = False) -> dict[str, Any]:
+             report: bool = True, completion_prefix: str = "", judge_sees_letters: bool = False,
+             context: ContextPolicy | None = None) -> dict[str, Any]:
     """Evaluate ``model_name`` on ``data``; write predictions.jsonl, metrics.json (and report.html) into ``out_dir``.
 
     ``baselines`` may name ``random``, ``prior``, ``direct`` and ``vlm_only``; ``judge`` (``policy``, a
     model, or an endpoint URL) turns on the logical-consistency rate, with the judge's probe; pass a judge
     other than the training reward's, or the rate is flagged as circular. ``completion_prefix`` prefills the
-    reasoner's assistant turn (use the training recipe's value); the baselines never get it.
+    reasoner's assistant turn (use the training recipe's value); the baselines never get it. ``context``
+    is the policy for prompts that do not fit the model (default: drop the oldest frames); what it did
+    is recorded per prediction and counted in ``metrics.json``'s ``context``.
     """
+    context = context or ContextPolicy()
     started = time.perf_counter()
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -201,7 +242,7 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
                 raise DataFileError(f"{data}: no usable questions ({len(load_report.skipped)} skipped: "
                                     f"{load_report.reason_counts()})")
             raise DataFileError(f"{data}: holds no questions")
-        write_stamp = _check_same_run(out, data, model_name, completion_prefix)
+        write_stamp = _check_same_run(out, data, model_name, completion_prefix, context)
         cache: dict[str, Any] = {}
 
         def engine_factory() -> Any:
@@ -214,9 +255,9 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
 
         predictions, generated, duplicates = generate_resumable(
             engine_factory, rows, out / "predictions.jsonl", batch_size, max_new_tokens, progress,
-            completion_prefix=completion_prefix)
+            completion_prefix=completion_prefix, context=context)
         baseline_tables = run_baselines(baselines, rows, out, engine_factory, batch_size,
-                                        direct_max_new_tokens, perception)
+                                        direct_max_new_tokens, perception, context=context)
         consistency = run_consistency(judge, judge_model, model_name, dtype, rows, predictions, out,
                                       sees_letters=judge_sees_letters)
         engine_name = cache["engine"].name if "engine" in cache else None
@@ -224,6 +265,7 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
         metrics.update({
             "model": model_name, "data": str(data), "n_questions": len(rows),
             "duplicate_predictions_ignored": duplicates,
+            "context": context_report(predictions, context),
             "generated_this_run": generated, "resumed": len(rows) - generated,
             "skipped": load_report.skipped, "n_skipped": len(load_report.skipped),
             "generation": {"do_sample": False, "max_new_tokens": max_new_tokens, "batch_size": batch_size,
@@ -241,15 +283,32 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
         return metrics
 
 
-def _check_same_run(out: Path, data: str | Path, model_name: str, completion_prefix: str = "") -> Callable[[], None]:
-    """Refuse to mix predictions of a different model, data set or completion prefix into an existing
-    output folder; returns the function that stamps the folder (called once the model has loaded)."""
+def context_report(predictions: Sequence[dict[str, Any]], context: ContextPolicy) -> dict[str, Any]:
+    """The policy, what it did (counts by action) and one line per affected row, for metrics.json."""
+    from embodied_r.inference.context_policy import context_summary
+
+    records = [(p.get("meta") or {}).get("context") for p in predictions]
+    summary = context_summary(records, [str(p["id"]) for p in predictions])
+    rows = [{"id": str(p["id"]), **r} for p, r in zip(predictions, records) if r]
+    return {"policy": context.describe(), "affected": summary["affected"], "actions": summary["actions"],
+            "rows": rows}
+
+
+def _check_same_run(out: Path, data: str | Path, model_name: str, completion_prefix: str = "",
+                    context: ContextPolicy | None = None) -> Callable[[], None]:
+    """Refuse to mix predictions of a different model, data set, completion prefix or prompt rule into an
+    existing output folder; returns the function that stamps the folder (called once the model has
+    loaded)."""
     stamp = out / "run.json"
     spec = parse_spec(str(data))
     resolved = str(Path(spec.path).resolve())
     current = {"data": f"{spec.loader}:{resolved}" if spec.loader else resolved, "model": model_name}
     if completion_prefix:  # only when set, so folders stamped before the option existed still resume
         current["completion_prefix"] = completion_prefix
+    if context is not None and (context.rule, context.max_prompt_tokens) != (ContextPolicy().rule, None):
+        # Only a non-default rule is stamped, so folders from before the policy existed still resume; the
+        # batch budget changes memory, not results, and is free to change between runs.
+        current["context"] = {"rule": context.rule, "max_prompt_tokens": context.max_prompt_tokens}
     if stamp.exists():
         previous = read_json(stamp)
         if previous != current:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from embodied_r.core.chat import last_user_text
+from embodied_r.inference.context_policy import token_budget_batches
 from embodied_r.inference.letter_mask import mask_option_letters
 from embodied_r.reasoning.parsing import DEFAULT_LETTERS, option_letters
 
@@ -287,25 +288,6 @@ class ReferenceJudge:
         return [max(s, key=s.get) if s else None for s in scores]
 
 
-def token_budget_batches(lengths: Sequence[int], max_tokens: int, max_rows: int) -> list[list[int]]:
-    """Index batches, longest first, whose padded size (rows x longest) stays within ``max_tokens``.
-
-    >>> token_budget_batches([10, 300, 20, 290], max_tokens=600, max_rows=8)
-    [[1, 3], [2, 0]]
-    """
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    batches: list[list[int]] = []
-    for index in order:
-        if batches:
-            current = batches[-1]
-            width = lengths[current[0]]  # longest first: the first row sets the width
-            if len(current) < max_rows and width * (len(current) + 1) <= max_tokens:
-                current.append(index)
-                continue
-        batches.append([index])
-    return batches
-
-
 def default_device() -> str:
     """This process's accelerator (one per rank under ``accelerate launch``), else the CPU."""
     import torch
@@ -461,6 +443,5 @@ __all__ = [
     "build_judge",
     "judge_messages",
     "question_for_judge",
-    "token_budget_batches",
     "visible_thinks",
 ]
