@@ -35,6 +35,7 @@ class CascadeAnswer:
     keyframe_timestamps: list[float]
     timings: dict[str, float] = field(default_factory=dict)
     models: dict[str, str] = field(default_factory=dict)
+    context: dict[str, Any] | None = None  # what the context policy did to the reasoner prompt, if anything
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -61,9 +62,11 @@ def normalise_options(options: list[str] | None) -> list[str] | None:
 def answer_question(video: str | Path, question: str, options: list[str] | None, *, backend: Any,
                     reasoner: str, work_dir: str | Path, answer_type: str | None = None,
                     keyframe_strategy: str = "orb", max_new_tokens: int = 512,
-                    reasoner_dtype: str = "auto", qa_meta: dict[str, Any] | None = None) -> CascadeAnswer:
-    """Answer ``question`` about ``video`` with the perception ``backend`` and the ``reasoner`` model."""
-    from embodied_r.evaluation.generation import generate_chats
+                    reasoner_dtype: str = "auto", qa_meta: dict[str, Any] | None = None,
+                    context: Any = None) -> CascadeAnswer:
+    """Answer ``question`` about ``video`` with the perception ``backend`` and the ``reasoner`` model;
+    ``context`` (a ContextPolicy) fits a prompt longer than the reasoner's context, or stops with why."""
+    from embodied_r.evaluation.generation import TransformersEngine
     from embodied_r.perception.cache import PerceptionCache
     from embodied_r.perception.runner import keyframes_path, perceive
     from embodied_r.reasoning.models import load_reasoner
@@ -111,11 +114,18 @@ def answer_question(video: str | Path, question: str, options: list[str] | None,
     timings["reasoner_load_s"] = time.perf_counter() - started
     started = time.perf_counter()
     messages = build_reasoner_messages(frames, question, options)
-    completion = generate_chats(model, tokenizer, [messages], max_new_tokens=max_new_tokens, batch_size=1)[0]
+    engine = TransformersEngine(model, tokenizer)
+    fitted = engine.fit([messages], max_new_tokens, context=context)[0]
+    if fitted.skipped:
+        rule = (context.rule if context is not None else "drop-frames")
+        others = " or ".join(r for r in ("drop-frames", "truncate-left") if r != rule)
+        raise RuntimeError(f"the reasoner prompt does not fit {reasoner}: {fitted.reason}; use --context-rule "
+                           f"{others}, or a model with a longer context")
+    completion = engine.generate_fitted([fitted], max_new_tokens, batch_size=1, context=context)[0]
     timings["reasoning_s"] = time.perf_counter() - started
     return CascadeAnswer(
         question=question, options=options, answer=parse_answer(completion, options, answer_type),
         reasoning=extract_think(completion), completion=completion, perception=frames,
         keyframe_timestamps=keyframes.timestamps, timings={k: round(v, 3) for k, v in timings.items()},
-        models={"perception": f"{backend.name}/{backend.model}", "reasoner": reasoner},
+        models={"perception": f"{backend.name}/{backend.model}", "reasoner": reasoner}, context=fitted.record(),
     )

@@ -48,7 +48,31 @@ def test_answer_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert main(["answer", str(video), "--question", "q", "--vlm", "gpt/x"]) == 2
     assert "--vlm" in capsys.readouterr().err
     assert main(["answer", str(video), "--question", "q", "--vlm", "openai/some-vlm"]) == 2
-    assert "--base-url" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--vlm openai needs --base-url" in err and "--backend" not in err  # answer has no --backend
+    assert main(["answer", str(video), "--question", "q", "--vlm", "openai"]) == 2
+    err = capsys.readouterr().err
+    assert "--vlm openai needs a model: --vlm openai/MODEL" in err and "--backend" not in err
+    assert main(["answer", str(tmp_path), "--question", "q"]) == 2
+    assert "is a folder, not a video file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["answer", "--help"])
+    assert "--qa" not in capsys.readouterr().out
+
+
+def test_answer_fits_an_over_long_prompt_and_says_so(tiny_world: Path, tiny_lm_dir: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    qa = json.loads((tiny_world / "questions.jsonl").read_text().splitlines()[0])
+    argv = ["answer", str(tiny_world / qa["video"]), "--question", qa["question"], "--reasoner", str(tiny_lm_dir),
+            "--max-new-tokens", "4", "--work-dir", str(tmp_path / "work"), "--json", "--max-prompt-tokens", "400",
+            "--context-rule", "truncate-left"]
+    if qa["options"]:
+        argv += ["--options", *qa["options"]]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["context"]["action"] == "truncated-left" and result["context"]["kept_tokens"] <= 400
+    assert main([*argv, "--context-rule", "skip"]) == 2
+    assert "does not fit" in capsys.readouterr().err
 
 
 def test_normalise_options() -> None:

@@ -44,7 +44,7 @@ def test_perceive_openai_then_build_prompts(dataset, tmp_path, monkeypatch, caps
     assert "Frame 1: After Rotate left, Observe: A white door on the right" in user["content"]
     assert user["content"].endswith("Choices:\nA. left\nB. right\nC. back")
     assert rows[0].meta["perception"] == {"backend": "openai", "model": "fake-vlm", "prompt_version": "official-v1",
-                                          "leaked": False}
+                                          "leaked": False, "runaway": []}
 
     assert main(["build-prompts", "--qa", str(dataset.qa), "--perception", str(perception),
                  "--out", str(rows_path), "--prompt-version", "structured-v1"]) == 0
@@ -136,3 +136,31 @@ def test_build_prompts_refuses_answers_outside_the_options_and_empty_inputs(data
     assert "holds no perception records" in capsys.readouterr().err
     assert main([*build, "--qa", str(tmp_path), "--perception", str(perception)]) == 2
     assert "is a folder" in capsys.readouterr().err
+
+
+def test_a_vlm_that_repeats_itself_is_flagged_by_perceive_and_build_prompts(dataset, tmp_path, capsys):
+    from embodied_r.perception.fake_server import Fault
+
+    perception, rows_path = tmp_path / "perception.jsonl", tmp_path / "rows.jsonl"
+    looping: set[str] = set()
+
+    def plan(fingerprint: str, attempt: int) -> Fault:
+        if not looping:
+            looping.add(fingerprint)  # the first request loops, on every attempt
+        return Fault("repeat") if fingerprint in looping else Fault()
+
+    with FakeVLMServer(faults=plan) as server:
+        assert main(["perceive", "--qa", str(dataset.qa), "--keyframes", str(dataset.keyframes), "--backend",
+                     "openai", "--base-url", server.base_url, "--model", "m", "--concurrency", "1",
+                     "--out", str(perception)]) == 0
+    out = capsys.readouterr().out
+    assert "1 question(s) have a frame description that ran away" in out
+    records = read_jsonl(perception)
+    flagged = [r for r in records if r["meta"]["runaway"]]
+    assert len(flagged) == 1 and "appears" in flagged[0]["meta"]["runaway"][0]["reason"]
+    assert main(["build-prompts", "--qa", str(dataset.qa), "--perception", str(perception),
+                 "--out", str(rows_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"1 row(s) hold a frame description that ran away" in out and flagged[0]["qa_id"] in out
+    rows, _ = load_prompt_rows_jsonl(rows_path)
+    assert [r.id for r in rows if r.meta["perception"]["runaway"]] == [flagged[0]["qa_id"]]

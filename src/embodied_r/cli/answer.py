@@ -33,7 +33,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--work-dir", default=None,
                         help="where key frames and the perception cache go (default: <cache>/answer)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    add_backend_arguments(parser)
+    add_backend_arguments(parser, dataset_default="the synthetic dataset the video belongs to")
+    from embodied_r.cli.common import add_context_arguments
+
+    add_context_arguments(parser)
     return parser
 
 
@@ -51,7 +54,7 @@ def _backend(args: argparse.Namespace, video_dir: Any) -> Any:
     if name == "oracle" and not args.dataset_dir:
         # Synthetic datasets keep videos in DATASET/videos/, poses in DATASET/poses/.
         args.dataset_dir = str(video_dir.parent if video_dir.name == "videos" else video_dir)
-    return make_backend(name, **_backend_options(args, video_dir))
+    return make_backend(name, **_backend_options(args, video_dir, chosen_by=f"--vlm {name}"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,18 +62,22 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from embodied_r.cascade import answer_question
-    from embodied_r.cli.common import CLIError, console, print_table
+    from embodied_r.cli.common import CLIError, console, context_policy, print_table
     from embodied_r.reasoning.models import cache_dir
 
     video = Path(args.video)
     if not video.is_file():
-        raise CLIError(f"{video}: video file not found")
+        raise CLIError(f"{video}: {'is a folder, not a video file' if video.is_dir() else 'video file not found'}")
+    if args.max_new_tokens <= 0:
+        raise CLIError("--max-new-tokens must be positive")
+    policy = context_policy(args)
     backend = _backend(args, video.resolve().parent)
     work_dir = Path(args.work_dir) if args.work_dir else cache_dir() / "answer"
     try:
         result = answer_question(video, args.question, args.options, backend=backend, reasoner=args.reasoner,
                                  work_dir=work_dir, answer_type=args.answer_type,
-                                 keyframe_strategy=args.keyframe_strategy, max_new_tokens=args.max_new_tokens)
+                                 keyframe_strategy=args.keyframe_strategy, max_new_tokens=args.max_new_tokens,
+                                 context=policy)
     except RuntimeError as exc:
         raise CLIError(str(exc)) from None
     if args.json:
@@ -87,6 +94,11 @@ def run(args: argparse.Namespace) -> int:
         action = f"After {frame.get('action')}, " if index and frame.get("action") else ""
         text = " ".join(str(frame.get(k) or "") for k in ("delta", "q_related")).strip() or frame.get("raw", "")
         out.print(f"  Frame {index}: {action}{text}", markup=False)
+    if result.context:
+        out.print(f"[bold]Context:[/bold] the prompt had {result.context['prompt_tokens']} tokens, over the limit of "
+                  f"{result.context['limit']}: {result.context['action']}"
+                  + (f" ({result.context['frames_dropped']} oldest frame(s))" if result.context.get("frames_dropped")
+                     else ""), markup=True)
     out.print("[bold]Reasoning:[/bold]")
     out.print(f"  {result.reasoning if result.reasoning is not None else '(no <think> block) ' + result.completion}",
               markup=False)

@@ -88,6 +88,12 @@ def run(args: argparse.Namespace) -> int:
         shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
         out.print(f"skipped {len(missing)} question(s) without perception: {shown}; run `embodied-r perceive` "
                   "for them first", markup=False)
+    runaway = [row.id for row in rows if row.meta["perception"]["runaway"]]
+    if runaway:
+        shown = ", ".join(runaway[:10]) + (" ..." if len(runaway) > 10 else "")
+        out.print(f"{len(runaway)} row(s) hold a frame description that ran away (a VLM repeating itself; "
+                  f"meta.perception.runaway names the frame): {shown}. Training and eval drop or cut such "
+                  "frames by their context policy; redoing their perception may be better", markup=False)
     leaked = sum(1 for row in rows if row.meta["perception"]["leaked"])
     if leaked:
         out.print(f"{leaked} row(s) come from perception flagged for answer leakage (meta.perception.leaked)")

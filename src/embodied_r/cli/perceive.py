@@ -33,7 +33,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+def add_backend_arguments(parser: argparse.ArgumentParser,
+                          dataset_default: str = "the --qa file's folder") -> None:
     """Options of the perception backends (shared with `embodied-r answer`)."""
     vlm = parser.add_argument_group("VLM backends (openai, transformers)")
     vlm.add_argument("--model", default=None, help="model name served at --base-url, or local id/path")
@@ -52,15 +53,19 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     local.add_argument("--dtype", default="auto", help="auto | bfloat16 | float16 | float32 (default: auto)")
     oracle = parser.add_argument_group("oracle backend")
     oracle.add_argument("--dataset-dir", default=None,
-                        help="synthetic dataset folder (default: the --qa file's folder)")
+                        help=f"synthetic dataset folder (default: {dataset_default})")
     oracle.add_argument("--oracle-noise", default=None, metavar="MISS,WRONG,SIGMA",
                         help="perception errors: miss probability, wrong-label probability, distance sigma")
     oracle.add_argument("--seed", type=int, default=0, help="oracle noise seed (default: 0)")
 
 
-def _backend_options(args: argparse.Namespace, qa_dir: Any) -> dict[str, Any]:
+def _backend_options(args: argparse.Namespace, qa_dir: Any, chosen_by: str | None = None) -> dict[str, Any]:
+    """Backend keyword arguments from the shared options; ``chosen_by`` names the option that chose the
+    backend in error messages (``--backend openai`` here, ``--vlm openai/MODEL`` for ``answer``)."""
     from embodied_r.cli.common import CLIError
 
+    chosen = chosen_by or f"--backend {args.backend}"
+    model_hint = "--model (the VLM to ask)" if chosen_by is None else f"a model: {chosen_by}/MODEL"
     if args.backend == "oracle":
         noise = None
         if args.oracle_noise:
@@ -73,10 +78,10 @@ def _backend_options(args: argparse.Namespace, qa_dir: Any) -> dict[str, Any]:
                 raise CLIError(f"--oracle-noise must be three numbers MISS,WRONG,SIGMA ({exc})") from None
         return {"dataset_dir": args.dataset_dir or qa_dir, "noise": noise, "seed": args.seed}
     if not args.model:
-        raise CLIError(f"--backend {args.backend} needs --model (the VLM to ask)")
+        raise CLIError(f"{chosen} needs {model_hint}")
     if args.backend == "openai":
         if not args.base_url:
-            raise CLIError("--backend openai needs --base-url, e.g. http://localhost:8000/v1 for a vLLM server")
+            raise CLIError(f"{chosen} needs --base-url, e.g. http://localhost:8000/v1 for a vLLM server")
         if args.concurrency < 1:
             raise CLIError("--concurrency must be at least 1")
         return {"model": args.model, "base_url": args.base_url, "api_key_env": args.api_key_env,
@@ -119,9 +124,13 @@ def run(args: argparse.Namespace) -> int:
                            prompt_version=args.prompt_version, max_side=args.max_side, progress=progress)
     print_table(f"perception ({backend.name}, {backend.model}, {args.prompt_version}) -> {out}",
                 ["questions", "done", "already done", "requests cached", "requests sent", "failed", "leaked",
-                 "parse errors", "seconds"],
+                 "runaway", "parse errors", "seconds"],
                 [[summary.questions, summary.done, summary.already_done, summary.cached, summary.requested,
-                  summary.failed, summary.leaked, summary.parse_errors, round(summary.seconds, 1)]])
+                  summary.failed, summary.leaked, summary.runaway, summary.parse_errors, round(summary.seconds, 1)]])
+    if summary.runaway:
+        console().print(f"{summary.runaway} question(s) have a frame description that ran away (the VLM repeated "
+                        "itself; meta.runaway names the frame); the reasoner's context policy drops or cuts such "
+                        "frames, and the perception may be worth redoing", markup=False)
     if summary.errors:
         console().print(f"{summary.failed} question(s) failed; rerun the same command to retry them. First errors:")
         for line in summary.errors[:10]:

@@ -38,7 +38,8 @@ class Fault:
     """What to do with one request: ``ok``, ``status`` (reply ``status``), ``hang`` (sleep ``delay``
     before answering, to trip the client's timeout), ``slow`` (sleep ``delay`` then answer normally),
     ``malformed`` (200 with a broken body), ``empty`` (200 with no choices), ``drop`` (close the
-    connection without answering)."""
+    connection without answering), ``repeat`` (200 with the usual answer followed by one sentence 200
+    times: a VLM that looped)."""
 
     kind: str = "ok"
     status: int = 500
@@ -234,6 +235,8 @@ class FakeVLMServer:
             await self._send(writer, 200, json.dumps({"id": "x", "object": "chat.completion", "choices": []}))
             return True
         text = self.reply(body, fingerprint)
+        if fault.kind == "repeat":
+            text += " The same grey wall fills the view again." * 200
         payload = {"id": f"chatcmpl-{fingerprint}", "object": "chat.completion", "model": body.get("model"),
                    "choices": [{"index": 0, "finish_reason": "stop",
                                 "message": {"role": "assistant", "content": text}}]}

@@ -257,3 +257,48 @@ def detect_leaks(text: str, options: Sequence[str] | None) -> list[dict[str, str
         if len(words.split()) >= MIN_OPTION_WORDS and f" {words} " in described:
             leaks.append({"kind": "option_text", "match": letter if len(letter) == 1 else str(option)})
     return leaks
+
+
+# ---------------------------------------------------------------------------------------------------
+# Runaway descriptions: a VLM that repeats itself
+# ---------------------------------------------------------------------------------------------------
+
+# A frame description from a 512-token VLM answer is at most ~2,500 characters; far beyond that the model
+# has looped (one real UrbanVideo record held a 171,286-character prompt that way).
+MAX_FRAME_CHARS = 4000
+MIN_REPEATS = 4  # the same sentence this many times in one frame
+_SENTENCE = re.compile(r"[^.!?\n]{20,}[.!?]")
+
+
+def runaway_description(text: str | None) -> str | None:
+    """Why a frame description looks like a VLM that repeated itself, or None.
+
+    >>> runaway_description("A red sofa stands near the window. " * 5)
+    'the sentence "A red sofa stands near the window." appears 5 times'
+    >>> runaway_description("A red sofa near the window. A door on the right.") is None
+    True
+    >>> runaway_description("a b c d e f g h " * 600)
+    '9600 characters (over 4000)'
+    """
+    text = str(text or "")
+    counts: dict[str, int] = {}
+    for sentence in _SENTENCE.findall(text):
+        key = " ".join(sentence.split())
+        counts[key] = counts.get(key, 0) + 1
+    repeated = max(counts.items(), key=lambda item: item[1], default=("", 0))
+    if repeated[1] >= MIN_REPEATS:
+        return f'the sentence "{repeated[0][:80]}" appears {repeated[1]} times'
+    if len(text) > MAX_FRAME_CHARS:
+        return f"{len(text)} characters (over {MAX_FRAME_CHARS})"
+    return None
+
+
+def runaway_frames(frames: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``[{"frame": i, "reason": ...}]`` for the frames whose description (delta, q_related, raw) ran away."""
+    flagged = []
+    for index, frame in enumerate(frames):
+        text = " ".join(str(frame.get(k) or "") for k in ("delta", "q_related")).strip() or str(frame.get("raw") or "")
+        reason = runaway_description(text)
+        if reason:
+            flagged.append({"frame": index, "reason": reason})
+    return flagged

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from embodied_r.perception.parsing import runaway_frames
 from embodied_r.reasoning.prompts import build_reasoner_messages
 from embodied_r.records import Perception, PromptRow, QARecord
 
@@ -29,7 +30,9 @@ def build_rows(questions: Sequence[QARecord], perceptions: Mapping[str, Percepti
             "prompt_version": prompt_version,
             "perception": {"backend": perception.backend, "model": perception.model,
                            "prompt_version": perception.prompt_version,
-                           "leaked": bool(perception.meta.get("leaked"))},
+                           "leaked": bool(perception.meta.get("leaked")),
+                           # Checked here too: perception files written before the check lack it.
+                           "runaway": runaway_frames(perception.frames)},
         }
         rows.append(PromptRow(id=qa.id, task=qa.task, prompt=messages, answer=qa.answer,
                               answer_type=qa.answer_type, options=qa.options, meta=meta))

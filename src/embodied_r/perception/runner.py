@@ -25,7 +25,7 @@ from embodied_r.io import DataFileError, JsonlAppender, atomic_write_text, exclu
 from embodied_r.perception.backends import FrameRequest, FrameResult, PerceptionBackend
 from embodied_r.perception.cache import PerceptionCache, request_key, video_content_hash
 from embodied_r.perception.entities import extract_entities
-from embodied_r.perception.parsing import detect_leaks, parse_frame_answer
+from embodied_r.perception.parsing import detect_leaks, parse_frame_answer, runaway_frames
 from embodied_r.perception.prompts import DEFAULT_PERCEPTION_PROMPT, build_frame_prompts
 from embodied_r.records import KeyframeSet, Perception, QARecord
 
@@ -50,6 +50,7 @@ class PerceiveSummary:
     leaked: int = 0
     leak_flags: int = 0
     parse_errors: int = 0
+    runaway: int = 0  # written questions with a frame description that ran away (a VLM repeating itself)
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
 
@@ -158,10 +159,15 @@ class _Run:
             text = " ".join(str(frame.get(k) or "") for k in ("delta", "q_related"))
             leaks += [{"frame": index, **leak} for leak in detect_leaks(text, job.qa.options)]
             frames.append({k: frame.get(k) for k in ("timestamp", "action", "delta", "q_related", "raw")})
+        runaway = runaway_frames(frames)
+        if runaway:
+            logger.warning("%s: frame %d's description ran away (%s); the reasoner's context policy will drop or "
+                           "cut it", job.qa.id, runaway[0]["frame"], runaway[0]["reason"])
         record = Perception(
             qa_id=job.qa.id, video=job.qa.video, backend=self.backend.name, model=self.backend.model,
             prompt_version=self.prompt_version, frames=frames,
-            meta={"parse_errors": parse_errors, "leaks": leaks, "leaked": bool(leaks), "entities": job.entities,
+            meta={"parse_errors": parse_errors, "leaks": leaks, "leaked": bool(leaks), "runaway": runaway,
+                  "entities": job.entities,
                   "settings": self.backend.settings(), "cache_keys": job.keys},
         )
         self.appender.append(record.to_dict())
@@ -169,6 +175,7 @@ class _Run:
         self.summary.parse_errors += len(parse_errors)
         self.summary.leak_flags += len(leaks)
         self.summary.leaked += bool(leaks)
+        self.summary.runaway += bool(runaway)
 
 
 def perceive(questions: Sequence[QARecord], qa_dir: str | Path, keyframes_dir: str | Path,

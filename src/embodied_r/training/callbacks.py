@@ -186,8 +186,10 @@ class EvalCallback(TrainerCallback):
         batch_size: int = 8,
         max_new_tokens: int = 256,
         completion_prefix: str = "",
+        context: Any = None,
     ) -> None:
         self.rows, self.out_dir = rows, Path(out_dir)
+        self.context = context  # the recipe's context policy (None: the default one)
         self.every_steps, self.batch_size, self.max_new_tokens = every_steps, batch_size, max_new_tokens
         self.completion_prefix = completion_prefix  # the training prompts' prefill, so scores compare
         self.trainer: Any = None
@@ -213,6 +215,7 @@ class EvalCallback(TrainerCallback):
                 batch_size=self.batch_size,
                 max_new_tokens=self.max_new_tokens,
                 completion_prefix=self.completion_prefix,
+                context=self.context,
             )
         finally:
             tokenizer.padding_side = padding_side

@@ -77,6 +77,39 @@ def load_prompt_rows(source: str | Path, limit: int | None = None) -> list[Promp
     return rows
 
 
+def fit_rows_to_context(rows: list[PromptRow], tokenizer: Any, policy: Any, limit: int,
+                        completion_prefix: str = "") -> tuple[list[PromptRow], dict[str, Any]]:
+    """Rows whose prompts fit ``limit`` tokens by ``policy``'s rule (cut rows carry ``meta.context``;
+    skipped rows are left out) and a report of what was done, row by row.
+
+    Image rows (Robot-R1's vision path) are passed through unmeasured: their image tokens are counted by
+    the processor, not here, and their text is a few hundred tokens.
+    """
+    import dataclasses
+
+    from embodied_r.inference.context_policy import context_summary, fit_chat
+
+    kept: list[PromptRow] = []
+    affected: list[dict[str, Any]] = []
+    for row in rows:
+        if has_image(row):
+            kept.append(row)
+            continue
+        fit = fit_chat(tokenizer, row.prompt, limit, policy.rule, completion_prefix)
+        record = fit.record()
+        if record:
+            affected.append({"id": row.id, **record})
+        if fit.skipped:
+            continue
+        if record:
+            row = dataclasses.replace(row, prompt=fit.messages, meta={**row.meta, "context": record})
+        kept.append(row)
+    summary = context_summary(affected, [a["id"] for a in affected])
+    report = {"policy": policy.describe(), "limit": limit, "rows": len(rows), "kept": len(kept),
+              "affected": summary["affected"], "actions": summary["actions"], "details": affected}
+    return kept, report
+
+
 def has_image(row: PromptRow) -> bool:
     """Whether a row's prompt holds an image part (``{"type": "image", "image": PATH}``), as the rows of
     Robot-R1's ``prompts_vl.jsonl`` do."""

@@ -33,7 +33,7 @@ from embodied_r.training.callbacks import (
     record_samples,
     zero_variance_shares,
 )
-from embodied_r.training.data import load_prompt_rows, rows_to_dataset
+from embodied_r.training.data import fit_rows_to_context, load_prompt_rows, rows_to_dataset
 from embodied_r.training.host_memory import fix_mmap_threshold
 from embodied_r.training.judge_gate import consistency_in_use, gate_judge, probe_settings
 from embodied_r.training.recipe import (
@@ -41,6 +41,7 @@ from embodied_r.training.recipe import (
     RecipeError,
     check_batch_geometry,
     check_runtime,
+    context_policy,
     dump_recipe,
     reward_spec,
 )
@@ -237,6 +238,31 @@ def drop_partial_checkpoints(output_dir: Path) -> list[str]:
 # ---------------------------------------------------------------------------------------------------
 
 
+def _fit_to_context(recipe: Recipe, rows: list[Any], model_path: str,
+                    processing_class: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The training rows after the recipe's context policy (prompt + completion must fit the model);
+    what was cut or skipped is written to ``context.json`` and logged."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from embodied_r.inference.context_policy import model_context_length
+
+    tokenizer = getattr(processing_class, "tokenizer", processing_class) or AutoTokenizer.from_pretrained(model_path)
+    policy = context_policy(recipe)
+    budget = int(recipe.trl.get("max_completion_length") or GRPOConfig.max_completion_length)
+    limit = policy.limit(model_context_length(AutoConfig.from_pretrained(model_path)), budget)
+    fitted, report = fit_rows_to_context(rows, tokenizer, policy, limit, recipe.completion_prefix)
+    if PartialState().is_main_process:
+        atomic_write_json(recipe.output_dir / "context.json", report)
+    if report["affected"]:
+        logger.warning("context policy %s (limit %d prompt tokens): %d of %d training row(s) affected %s; see %s",
+                       policy.rule, limit, report["affected"], len(rows), report["actions"],
+                       recipe.output_dir / "context.json")
+    if not fitted:
+        raise RecipeError(f"{recipe.train_data}: no training row fits the model's context under the "
+                          f"{policy.rule} rule (limit {limit} prompt tokens); see {recipe.output_dir / 'context.json'}")
+    return fitted, {k: report[k] for k in ("policy", "limit", "rows", "kept", "affected", "actions")}
+
+
 def build_trainer(
     recipe: Recipe, resume: bool = False, judge: Any = None, processing_class: Any = None
 ) -> tuple[EmbodiedGRPOTrainer, dict[str, Any]]:
@@ -268,9 +294,10 @@ def build_trainer(
     check_runtime(recipe)
     rows = load_prompt_rows(recipe.train_data, recipe.max_train_rows)
     eval_rows = load_prompt_rows(recipe.eval_data)[: recipe.eval_max_rows] if recipe.eval_data else []
+    model_path = resolve_model_path(recipe.model)
+    rows, prompt_context = _fit_to_context(recipe, rows, model_path, processing_class)
     train_dataset = rows_to_dataset(rows, image_dir=data_dir(recipe.train_data))  # image rows: Robot-R1
     schedule = RewardSchedule.from_config(recipe.reward_schedule, recipe.reward_names)
-    model_path = resolve_model_path(recipe.model)
     warmup = WarmupSettings.from_config(recipe.format_warmup)
     # The reference judge is loaded before GRPOConfig exists: once TrainingArguments has set up DeepSpeed
     # ZeRO-3, from_pretrained would shard it across ranks, and each rank judges a different number of
@@ -305,6 +332,7 @@ def build_trainer(
             recipe.eval_batch_size,
             recipe.eval_max_new_tokens,
             completion_prefix=recipe.completion_prefix,
+            context=context_policy(recipe),
         )
         callbacks.append(evaluator)
     trainer = EmbodiedGRPOTrainer(
@@ -336,6 +364,7 @@ def build_trainer(
     timer = StepTimer().attach(trainer)
     context = {
         "rows": len(rows),
+        "prompt_context": prompt_context,
         "eval_rows": len(eval_rows),
         "schedule": schedule,
         "timer": timer,
@@ -413,6 +442,7 @@ def _train_locked(recipe: Recipe, resume: bool, judge: Any) -> dict[str, Any]:
         "global_step": int(trainer.state.global_step),
         "epoch": trainer.state.epoch,
         "train_rows": context["rows"],
+        "prompt_context": context["prompt_context"],
         "train_loss": output.training_loss,
         "last_log": history[-1] if history else {},
         "eval": evaluator.results if evaluator else [],

@@ -50,6 +50,11 @@ class Recipe:
     # Text that opens the assistant turn before the model writes (e.g. "<think>"); the model continues it,
     # rewards and held-out evaluation see prefix + completion. "" = the paper's plain generation prompt.
     completion_prefix: str = ""
+    # What to do with a prompt longer than the model's context minus max_completion_length, or than
+    # max_prompt_tokens: drop-frames (oldest frame descriptions first) | truncate-left | skip. Every affected
+    # row is listed in OUTPUT/context.json; held-out evaluation follows the same rule.
+    context_rule: str = "drop-frames"
+    max_prompt_tokens: int | None = None
     # Supervised steps that teach the <think>/<answer> structure (random answers, never the gold one) before
     # GRPO, e.g. {steps: 16, batch_size: 2, learning_rate: 1e-4}; null = none. See training/warmup.py.
     format_warmup: dict[str, Any] | None = None
@@ -214,6 +219,20 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
         value = getattr(recipe, key)
         if not isinstance(value, int) or value < 0:
             raise RecipeError(f"{source}: {key!r} must be a non-negative integer, got {value!r}")
+    try:
+        context_policy(recipe)
+    except ValueError as exc:
+        raise RecipeError(f"{source}: {exc} (keys context_rule, max_prompt_tokens)") from exc
+
+
+def context_policy(recipe: Recipe) -> Any:
+    """The recipe's ContextPolicy (for training prompts and held-out evaluation)."""
+    from embodied_r.inference.context_policy import ContextPolicy
+
+    cap = recipe.max_prompt_tokens
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int)):
+        raise ValueError(f"max_prompt_tokens must be a positive integer or null, got {cap!r}")
+    return ContextPolicy(rule=recipe.context_rule, max_prompt_tokens=cap)
 
 
 # Ranges TRL and torch only enforce deep inside training (or not at all); checked before anything loads.

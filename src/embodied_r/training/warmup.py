@@ -54,7 +54,7 @@ class WarmupSettings:
     answers_per_prompt: int | None = None
     learning_rate: float = 1.0e-4
     seed: int = 0  # draws the random answers and the row order
-    max_length: int = 4096  # tokens of prompt + target; longer rows are refused rather than cut
+    max_length: int = 4096  # tokens of prompt + target; longer prompts are left out of the warm-up, not cut
     # TRL's default; off trades memory for ~25 % less compute (small models on CPU).
     gradient_checkpointing: bool = True
 
@@ -147,6 +147,30 @@ def warmup_examples(rows: list[PromptRow], steps: int, batch_size: int, seed: in
     return examples
 
 
+# Tokens left for a warm-up target after the prompt (the targets are one sentence and a tag pair).
+TARGET_ROOM = 128
+
+
+def rows_within(rows: list[PromptRow], model_path: str, max_length: int) -> list[PromptRow]:
+    """The rows whose prompt leaves ``TARGET_ROOM`` tokens of ``max_length`` for a target: a format primer
+    needs no long prompt, and a cut target would teach a broken structure. Raises when none is left."""
+    from transformers import AutoTokenizer
+
+    from embodied_r.core.chat import render_chat
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    kept = [r for r in rows if has_image(r)
+            or len(tokenizer(render_chat(tokenizer, r.prompt), add_special_tokens=False)["input_ids"])
+            + TARGET_ROOM <= max_length]
+    if len(kept) < len(rows):
+        logger.warning("format warm-up: %d of %d row(s) left out, their prompts leave under %d of format_warmup."
+                       "max_length %d tokens for a target", len(rows) - len(kept), len(rows), TARGET_ROOM, max_length)
+    if not kept:
+        raise WarmupError(f"format_warmup: every prompt is longer than max_length {max_length} minus {TARGET_ROOM} "
+                          "tokens for the target; raise format_warmup.max_length")
+    return kept
+
+
 def warmup_model_dir(output_dir: Path) -> Path:
     return output_dir / WARMUP_DIR / "model"
 
@@ -172,8 +196,8 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
             )
         logger.info("format warm-up: reusing %s", final)
         return str(final)
-    examples = warmup_examples(rows, settings.steps, settings.batch_size, settings.seed,
-                               settings.answers_per_prompt)
+    examples = warmup_examples(rows_within(rows, model_path, settings.max_length), settings.steps,
+                               settings.batch_size, settings.seed, settings.answers_per_prompt)
     work = output_dir / WARMUP_DIR / "trainer"
     dtype_name = torch_dtype_name(dtype)
     config = SFTConfig(
