@@ -120,9 +120,15 @@ def test_missing_api_key_sends_no_authorization(monkeypatch):
     assert results["0000"].ok
 
 
-def test_unreachable_server_fails_with_a_connection_error():
+def test_unreachable_server_fails_at_once_and_a_lost_one_per_request(monkeypatch):
+    from embodied_r.perception.openai_client import ServerUnreachableError
+
     backend = OpenAIBackend(model="m", base_url="http://127.0.0.1:9/v1", timeout=0.5, max_retries=1,
                             backoff=0.01)
+    with pytest.raises(ServerUnreachableError, match="cannot reach the VLM server at http://127.0.0.1:9/v1"):
+        collect(backend, make_requests(1))
+    # A server that goes away after the check: each request fails with its connection error, retried.
+    monkeypatch.setattr(backend, "check_reachable", lambda: None)
     results = collect(backend, make_requests(1))
     assert "connection error" in results["0000"].error and results["0000"].attempts == 2
 

@@ -164,3 +164,16 @@ def test_a_vlm_that_repeats_itself_is_flagged_by_perceive_and_build_prompts(data
     assert f"1 row(s) hold a frame description that ran away" in out and flagged[0]["qa_id"] in out
     rows, _ = load_prompt_rows_jsonl(rows_path)
     assert [r.id for r in rows if r.meta["perception"]["runaway"]] == [flagged[0]["qa_id"]]
+
+
+def test_an_unreachable_vlm_server_is_one_line_naming_the_url_at_once(dataset, tmp_path, capsys):
+    import time
+
+    url = "http://127.0.0.1:9/v1"  # the discard port: nothing listens there
+    started = time.perf_counter()
+    assert main(["perceive", "--qa", str(dataset.qa), "--keyframes", str(dataset.keyframes), "--backend", "openai",
+                 "--base-url", url, "--model", "m", "--out", str(tmp_path / "p.jsonl")]) == 2
+    assert time.perf_counter() - started < 10  # not every request's retries
+    err = capsys.readouterr().err
+    assert f"cannot reach the VLM server at {url}" in err and "Traceback" not in err
+    assert not (tmp_path / "p.jsonl").exists() or not read_jsonl(tmp_path / "p.jsonl")

@@ -63,6 +63,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CLIError, DataFileError, RecordError, ModelLoadError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ConnectionError as exc:
+        from embodied_r.perception.openai_client import ServerUnreachableError
+
+        if not isinstance(exc, ServerUnreachableError):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted: finished results are kept on disk; rerun the same command to resume",
               file=sys.stderr)

@@ -42,6 +42,10 @@ _END = object()
 _ENCODED_MEMO = 40  # recently encoded frames kept (a video has at most 32 key frames)
 
 
+class ServerUnreachableError(ConnectionError):
+    """Nothing answers at the backend's base URL."""
+
+
 def jpeg_data_url(image: np.ndarray, quality: int = 90) -> str:
     """A BGR image as a ``data:image/jpeg;base64,...`` URL."""
     import cv2
@@ -186,7 +190,25 @@ class OpenAIBackend:
 
     # -- the pool ------------------------------------------------------------------------------------
 
+    def check_reachable(self, timeout: float = 5.0) -> None:
+        """Raise ``ServerUnreachableError`` naming the URL when nothing answers there. Any HTTP reply
+        (even 404 or 401) counts as reachable; only a refused, unresolvable or silent host does not, so a
+        typo in ``--base-url`` fails in seconds instead of after every request's retries."""
+        import httpx
+
+        url = f"{self.base_url}/models"
+        try:
+            httpx.get(url, headers=self._headers(), timeout=httpx.Timeout(timeout))
+        except httpx.TimeoutException:
+            raise ServerUnreachableError(f"the VLM server at {self.base_url} did not answer within {timeout:g} s "
+                                         f"(GET {url}); check --base-url and that the server is up") from None
+        except httpx.TransportError as exc:
+            raise ServerUnreachableError(f"cannot reach the VLM server at {self.base_url} ({type(exc).__name__}: "
+                                         f"{exc}); check --base-url and that the server is running, e.g. "
+                                         "`vllm serve MODEL --port 8000` for http://localhost:8000/v1") from None
+
     def run(self, requests: Iterable[FrameRequest], on_result: OnResult) -> None:
+        self.check_reachable()
         try:
             asyncio.get_running_loop()
         except RuntimeError:
