@@ -70,6 +70,8 @@ def test_a_200k_character_row_is_fitted_or_recorded_under_a_memory_cap(rule: str
     if rule == "drop-frames":
         assert record["frames_dropped"] == 2  # the table and the repeated frame; the door frame is kept
     assert f"context policy {rule}: 1 prompt(s) did not fit" in result.stdout
+    assert ("count as unanswered" in result.stdout) == (rule == "skip")
+    assert "Prompts over the context" in (out / "report.html").read_text()
 
 
 def test_a_changed_rule_is_refused_in_the_same_folder(tmp_path: Path, tiny_lm_dir: Path) -> None:

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     out.rule("demo finished")
     print_table("time per stage", ["stage", "seconds"],
                 [[name, info["seconds"]] for name, info in summary["stages"].items()])
-    print_before_after(summary)
+    print_before_after(summary, Path(args.out))
     print_judge_verdict(Path(args.out))
     out.print(f"Report: {Path(args.out) / 'report' / 'report.html'} (open it in a browser; it works offline)")
     return 0
@@ -78,27 +78,44 @@ def print_judge_verdict(out_dir: Any) -> None:
             markup=False)
 
 
-def print_before_after(summary: dict[str, Any]) -> None:
+def print_before_after(summary: dict[str, Any], out_dir: Any = None) -> None:
     from embodied_r.cli.common import console, print_table
+    from embodied_r.evaluation.intervals import format_interval, prediction_difference
+    from embodied_r.io import read_jsonl
 
-    columns = [(label, summary[key]) for key, label in
-               (("eval_before", "before"), ("eval_warmup", "after warm-up"), ("eval_after", "after GRPO"))
-               if summary.get(key)]
+    keys = [(key, label) for key, label in
+            (("eval_before", "before"), ("eval_warmup", "after warm-up"), ("eval_after", "after GRPO"))
+            if summary.get(key)]
+    columns = [(label, summary[key]) for key, label in keys]
     if len(columns) < 2:
         return
     tasks = sorted({task for _, metrics in columns for task in metrics["tasks"]})
     rows = []
     for task in tasks:
         cells = [metrics["tasks"].get(task, {}) for _, metrics in columns]
-        rows.append([task, next((c.get("n") for c in cells if c), None), *[c.get("score") for c in cells]])
-    for key in ("micro", "macro"):
-        rows.append([f"overall ({key})", columns[0][1]["overall"]["n"], *[m["overall"][key] for _, m in columns]])
+        rows.append([task, next((c.get("n") for c in cells if c), None),
+                     *[format_interval(c.get("score"), c.get("ci95")) for c in cells]])
+    rows.append(["overall (micro)", columns[0][1]["overall"]["n"],
+                 *[format_interval(m["overall"]["micro"], m["overall"].get("ci95")) for _, m in columns]])
+    rows.append(["overall (macro)", None, *[format_interval(m["overall"]["macro"], None) for _, m in columns]])
     rows.append(["unparsed rate", None, *[m["overall"]["unparsed_rate"] for _, m in columns]])
     rates = [(m["consistency"].get("overall") or {}).get("rate") if isinstance(m.get("consistency"), dict) else None
              for _, m in columns]
     if any(rate is not None for rate in rates):
         rows.append(["logical consistency", None, *rates])
-    print_table("held-out scenes", ["task", "n", *[label for label, _ in columns]], rows)
+    print_table("held-out scenes: score % [95 % interval]", ["task", "n", *[label for label, _ in columns]], rows)
+    if out_dir is not None:
+        predictions = {key: read_jsonl(out_dir / key / "predictions.jsonl") for key, _ in keys
+                       if (out_dir / key / "predictions.jsonl").is_file()}
+        labels = dict(keys)
+        for first, second in (("eval_warmup", "eval_after"), ("eval_before", "eval_after")):
+            if first in predictions and second in predictions:
+                diff = prediction_difference(predictions[first], predictions[second])
+                if diff["ci95"]:
+                    low, high = diff["ci95"]
+                    console().print(f"{labels[second]} vs {labels[first]}: {100 * diff['difference']:+.1f} points "
+                                    f"[{100 * low:+.1f}, {100 * high:+.1f}] on {diff['n']} questions -> "
+                                    f"{diff['verdict']}", markup=False)
     console().print("Scores are accuracy for multiple choice and mean relative accuracy for numeric answers. "
                     "The warm-up teaches the answer format with random answers, so any accuracy above the "
                     "baselines after it comes from GRPO or chance; a 135M model after a few minutes of CPU "

@@ -113,11 +113,16 @@ def run(args: argparse.Namespace) -> int:
 def print_metrics(metrics: dict[str, Any]) -> None:
     from embodied_r.cli.common import console, print_table
 
-    rows = [[task, t["n"], t["score"], t["unparsed"]] for task, t in metrics["tasks"].items()]
+    from embodied_r.evaluation.intervals import format_interval
+
+    rows = [[task, t["n"], format_interval(t["score"], t.get("ci95")), t["unparsed"]]
+            for task, t in metrics["tasks"].items()]
     overall = metrics["overall"]
-    rows.append(["overall (micro, sample-weighted)", overall["n"], overall["micro"], overall["unparsed"]])
-    rows.append(["overall (macro, mean of tasks)", overall["n"], overall["macro"], None])
-    print_table(f"{metrics['model']} on {metrics['data']}", ["task", "n", "score (accuracy or MRA)", "unparsed"], rows)
+    rows.append(["overall (micro, sample-weighted)", overall["n"],
+                 format_interval(overall["micro"], overall.get("ci95")), overall["unparsed"]])
+    rows.append(["overall (macro, mean of tasks)", overall["n"], format_interval(overall["macro"], None), None])
+    print_table(f"{metrics['model']} on {metrics['data']}",
+                ["task", "n", "score % [95 % interval] (accuracy or MRA)", "unparsed"], rows)
     out = console()
     out.print(f"unparsed rate {overall['unparsed_rate']:.1%}; {metrics['resumed']} predictions resumed, "
               f"{metrics['generated_this_run']} generated this run; wall time {metrics['wall_time_s']} s")
@@ -126,9 +131,10 @@ def print_metrics(metrics: dict[str, Any]) -> None:
                   "ignored (each question counts once, with its first prediction)")
     context = metrics.get("context") or {}
     if context.get("affected"):
+        skipped = context["actions"].get("skipped", 0)
+        note = f"; the {skipped} skipped row(s) count as unanswered" if skipped else ""
         out.print(f"context policy {context['policy']['rule']}: {context['affected']} prompt(s) did not fit the model "
-                  f"({context['actions']}); skipped rows count as unanswered (see context in metrics.json):",
-                  markup=False)
+                  f"({context['actions']}){note} (see context in metrics.json):", markup=False)
         for row in context.get("rows", [])[:10]:
             out.print(f"  {row['id']}: {row['action']}, {row['prompt_tokens']} tokens, limit {row['limit']}"
                       + (f", kept {row['kept_tokens']}" if row["kept_tokens"] else ""), markup=False)

@@ -54,13 +54,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     from embodied_r.cli.common import CLIError
+    from embodied_r.inference.context_policy import ContextError
     from embodied_r.io import DataFileError
     from embodied_r.reasoning.models import ModelLoadError
     from embodied_r.records import RecordError
 
     try:
         return int(args._run(args) or 0)
-    except (CLIError, DataFileError, RecordError, ModelLoadError) as exc:
+    except (CLIError, DataFileError, RecordError, ModelLoadError, ContextError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ConnectionError as exc:

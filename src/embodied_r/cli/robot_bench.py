@@ -48,7 +48,7 @@ def make_judge(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from embodied_r.cli.common import CLIError, check_generation_arguments, console, print_table
+    from embodied_r.cli.common import CLIError, check_generation_arguments, console, context_policy, print_table
     from embodied_r.sim.robot.bench import run_bench
 
     if not Path(args.data).is_file():
@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         metrics = run_bench(args.data, engine_factory, judge, args.out, args.model, limit=args.limit,
-                            batch_size=args.batch_size, max_new_tokens=args.max_new_tokens)
+                            batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
+                            context=context_policy(args))
     except (ValueError, KeyError) as exc:
         raise CLIError(str(exc)) from exc
     rows = [[cat, m["n"], m["mean"], m["unparsed"], m["judge_failures"]] for cat, m in metrics["categories"].items()]

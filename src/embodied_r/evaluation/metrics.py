@@ -59,9 +59,12 @@ def score_answer(parsed: str | float | None, answer: str | float, answer_type: s
 def task_table(predictions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Per-task and overall scores from prediction dicts (``task``, ``score``, ``parsed_answer``).
 
-    ``micro`` is the sample-weighted mean over all predictions (the Embodied-R paper's "Avg",
-    research/embodied_r.md §10.1); ``macro`` is the unweighted mean of the per-task means.
+    ``micro`` is the sample-weighted mean over all predictions (the Embodied-R paper's "Avg");
+    ``macro`` is the unweighted mean of the per-task means. ``ci95`` is the percentile-bootstrap 95 %
+    interval of a task's score and of ``micro``.
     """
+    from embodied_r.evaluation.intervals import bootstrap_ci
+
     per_task: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for row in predictions:
         per_task[str(row["task"])].append(row)
@@ -72,6 +75,7 @@ def task_table(predictions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         tasks[task] = {
             "n": len(rows),
             "score": sum(scores) / len(scores),
+            "ci95": bootstrap_ci(scores),
             "unparsed": sum(1 for r in rows if r.get("parsed_answer") is None),
         }
     n_total = sum(t["n"] for t in tasks.values())
@@ -81,6 +85,7 @@ def task_table(predictions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "overall": {
             "n": n_total,
             "micro": (sum(all_scores) / n_total) if n_total else None,
+            "ci95": bootstrap_ci(all_scores),
             "macro": (sum(t["score"] for t in tasks.values()) / len(tasks)) if tasks else None,
             "unparsed": sum(t["unparsed"] for t in tasks.values()),
             "unparsed_rate": (sum(t["unparsed"] for t in tasks.values()) / n_total) if n_total else None,

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from embodied_r.evaluation.intervals import format_interval, prediction_difference
 from embodied_r.io import DataFileError, atomic_write_json, atomic_write_text, read_json, read_jsonl
 
 logger = logging.getLogger(__name__)
@@ -87,18 +88,19 @@ def grouped_bars(path: Path, title: str, tasks: list[str], series: dict[str, lis
     """One group of bars per task, one bar per series (missing values left empty)."""
     plt = _pyplot()
     width = 0.8 / max(1, len(series))
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(tasks) + 2), 4.2))
+    # At most 11 inches (~1,200 px at 110 dpi) so the chart fits a laptop screen; labels shrink instead.
+    fig, ax = plt.subplots(figsize=(min(11.0, max(6.0, 0.8 * len(tasks) + 2)), 4.2))
     for index, (label, values) in enumerate(series.items()):
         xs = [i + (index - (len(series) - 1) / 2) * width for i in range(len(tasks))]
         ax.bar(xs, [v if v is not None else 0.0 for v in values], width=width, label=label)
     ax.set_xticks(range(len(tasks)))
-    ax.set_xticklabels(tasks, rotation=30, ha="right", fontsize=8)
+    ax.set_xticklabels(tasks, rotation=35, ha="right", fontsize=8 if len(tasks) <= 12 else 6)
     ax.set_ylabel(ylabel)
     ax.set_ylim(0, 1)
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the bars, never over them
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -129,15 +131,15 @@ def training_curves(path: Path, runs: list[dict[str, Any]]) -> Path | None:
     panels = {k: v for k, v in panels.items() if v}
     if not panels:
         return None
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(min(11.0, 3.7 * len(panels)), 3.6), squeeze=False)
     for ax, (title, lines) in zip(axes[0], panels.items()):
         for label, (xs, ys) in lines.items():
             ax.plot(xs, ys, marker="." if len(xs) < 30 else None, label=label)
         ax.set_title(title)
         ax.set_xlabel("step")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -201,6 +203,23 @@ def _fmt(value: Any) -> str:
     return html.escape(str(value))
 
 
+def _differences_section(evals: list[dict[str, Any]]) -> str:
+    """Each later run against the first and against the one before it, paired on shared questions."""
+    pairs = [(evals[0], run) for run in evals[1:]]
+    pairs += [(evals[i - 1], evals[i]) for i in range(2, len(evals))]
+    rows = []
+    for before, after in pairs:
+        diff = prediction_difference(before["predictions"], after["predictions"])
+        interval = diff["ci95"]
+        rows.append([f"{html.escape(after['name'])} − {html.escape(before['name'])}", str(diff["n"]),
+                     "–" if diff["difference"] is None else f"{100 * diff['difference']:+.1f}",
+                     "–" if not interval else f"[{100 * interval[0]:+.1f}, {100 * interval[1]:+.1f}]",
+                     diff["verdict"]])
+    return ("<h2>Differences (paired on the same questions)</h2><p class='note'>Score points, with the "
+            "paired-bootstrap 95 % interval; a change counts only when its interval excludes 0.</p>"
+            + _table(["comparison", "n", "difference", "95 % interval", "verdict"], rows))
+
+
 def _consistency_section(consistency: dict[str, Any]) -> str:
     """The rate, the judge's probe beside it, and any flag that makes the rate uninformative."""
     o = consistency["overall"]
@@ -242,15 +261,24 @@ def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], ta
              "body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}",
              "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child{text-align:left}",
              "pre{white-space:pre-wrap;background:#f6f6f6;padding:6px}.wrong{border-left:4px solid #c33;padding-left:8px}",
-             ".correct{border-left:4px solid #3a3;padding-left:8px}</style></head><body><h1>embodied-r report</h1>",
+             ".correct{border-left:4px solid #3a3;padding-left:8px}img{max-width:100%;height:auto}</style></head><body><h1>embodied-r report</h1>",
              "<p>Scores in %: accuracy for choice tasks, mean relative accuracy (MRA) for numeric ones.</p>"]
     if evals:
-        headers = ["task"] + [r["name"] for r in evals]
-        rows = [[t] + [r["metrics"]["tasks"].get(t, {}).get("score") for r in evals] for t in tasks]
-        rows.append(["overall (micro)"] + [r["metrics"]["overall"].get("micro") for r in evals])
-        rows.append(["overall (macro)"] + [r["metrics"]["overall"].get("macro") for r in evals])
-        rows.append(["unparsed answers (count)"] + [str(r["metrics"]["overall"].get("unparsed")) for r in evals])
-        parts.append("<h2>Per-task scores</h2>" + _table(headers, rows))
+        headers = ["task", "n"] + [f"{r['name']} [95 % interval]" for r in evals]
+
+        def cell(table: dict[str, Any], key: str = "score") -> str:
+            return format_interval(table.get(key), table.get("ci95"))
+
+        rows = [[t, str(evals[-1]["metrics"]["tasks"].get(t, {}).get("n", "–"))]
+                + [cell(r["metrics"]["tasks"].get(t, {})) for r in evals] for t in tasks]
+        rows.append(["overall (micro)", str(evals[-1]["metrics"]["overall"].get("n"))]
+                    + [cell(r["metrics"]["overall"], "micro") for r in evals])
+        rows.append(["overall (macro)", ""] + [_fmt(r["metrics"]["overall"].get("macro")) for r in evals])
+        rows.append(["unparsed answers (count)", ""] + [str(r["metrics"]["overall"].get("unparsed")) for r in evals])
+        parts.append("<h2>Per-task scores</h2><p class='note'>n questions per task; a task of a few questions "
+                     "moves by many points per question, as its interval shows.</p>" + _table(headers, rows))
+        if len(evals) > 1:
+            parts.append(_differences_section(evals))
         main = evals[-1]["metrics"]
         baseline_rows = [[name, b.get("status"), b.get("overall", {}).get("micro"), b.get("overall", {}).get("macro"),
                           b.get("reason") or b.get("note") or b.get("fit_on")] for name, b in main.get("baselines", {}).items()]
@@ -263,6 +291,12 @@ def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], ta
         elif consistency:
             parts.append(f"<h2>Logical consistency</h2><p>{html.escape(str(consistency.get('status')))}: "
                          f"{html.escape(str(consistency.get('reason')))}</p>")
+        context = main.get("context") or {}
+        if context.get("affected"):
+            parts.append(f"<h2>Prompts over the context ({html.escape(str(context['policy']['rule']))})</h2>" + _table(
+                ["question", "action", "prompt tokens", "limit", "kept tokens", "frames dropped"],
+                [[html.escape(str(r["id"])), r["action"], str(r["prompt_tokens"]), str(r["limit"]),
+                  str(r["kept_tokens"]), str(r.get("frames_dropped", ""))] for r in context.get("rows", [])[:50]]))
         loader = main.get("loader", {})
         if loader.get("n_skipped"):
             parts.append("<h2>Excluded questions</h2>" + _table(

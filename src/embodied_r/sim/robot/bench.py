@@ -249,7 +249,7 @@ def transformers_judge(model: Any, tokenizer: Any, max_new_tokens: int = 32) -> 
 
 def run_bench(bench_file: str | Path, engine_factory: Callable[[], Any], judge: Judge, out_dir: str | Path,
               model_name: str, limit: int | None = None, batch_size: int = 8,
-              max_new_tokens: int = 256) -> dict[str, Any]:
+              max_new_tokens: int = 256, context: Any = None) -> dict[str, Any]:
     """Answer the bench questions with a text reasoner (scene from simulator state, the text path) and
     score the answers with ``judge``; writes ``answers.jsonl`` (appended per batch, so a rerun resumes)
     and ``bench_metrics.json`` into ``out_dir``. The engine is built only when answers are missing."""
@@ -277,8 +277,9 @@ def run_bench(bench_file: str | Path, engine_factory: Callable[[], Any], judge: 
             appender.extend(rows)
             done.update({row["id"]: row for row in rows})
 
+        # A prompt the context policy cannot fit stops the run with why (a ContextError), before any answer.
         engine.generate_chats(conversations, max_new_tokens=max_new_tokens, batch_size=batch_size,
-                              on_batch=persist)
+                              on_batch=persist, **({"context": context} if context is not None else {}))
     completions = {r.id: done[r.id]["completion"] for r in records}
     scores = score_bench(records, completions, judge)
     metrics = {"model": model_name, "data": str(bench_file), "n_questions": len(records),
