@@ -8,8 +8,8 @@ prompt) in one run:
 
 - ours: ``OpenAIBackend`` with ``--concurrency`` requests in flight (default: the slot count), every
   answer written to the on-disk cache as in a real run (atomic write + fsync);
-- sequential: one request at a time, as the official Embodied-R pipeline does (research/embodied_r.md
-  §3.1), through a plain synchronous ``httpx`` client.
+- sequential: one request at a time, as the official Embodied-R pipeline does, through a plain
+  synchronous ``httpx`` client.
 
 Printed: achieved throughput of each, ours as a fraction of server capacity (goal >= 0.90) and ours
 over sequential. Usage::

@@ -31,7 +31,7 @@ def test_real_urbanvideo_selection_counts() -> None:
     records, _ = load_urbanvideo(shared_data("urbanvideo_bench/MCQ.parquet"))
     selected = embodied_r_selection(records)
     counts = {t: sum(1 for r in selected if r.task == t) for t in {r.task for r in selected}}
-    # research/embodied_r.md §7.1: 1,183 + 876 + 781 + 134 = 2,974 questions.
+    # The Embodied-R paper's selection: 1,183 + 876 + 781 + 134 = 2,974 questions.
     assert counts == {"Action Generation": 1183, "Landmark Position": 876, "Progress Evaluation": 781,
                       "Counterfactual": 134}
     parts = split_by_scene(selected, seed=0)

@@ -1,5 +1,5 @@
 """Logical-consistency rate: does a judge, given only the question and the model's reasoning, reach the
-model's answer? (Embodied-R reports 46% -> 99% with GPT-4o as the judge; research/embodied_r.md §5.3.)
+model's answer? (the Embodied-R paper reports 46% -> 99% with GPT-4o as the judge.)
 
 The judge is built like the consistency *reward*'s (``embodied_r.inference.judges``: same prompt, same
 question-only view, letters masked unless asked otherwise), but it should be another model than the

@@ -1,6 +1,6 @@
 """The Embodied-R task selection and seeded scene-level splits (train/val/test or k folds).
 
-Selection (research/embodied_r.md §7.1): UrbanVideo-Bench's Landmark Position, Counterfactual,
+Selection (as the Embodied-R paper describes it): UrbanVideo-Bench's Landmark Position, Counterfactual,
 Progress Evaluation and Action Generation, and VSI-Bench's multiple-choice tasks with the three
 relative-direction levels merged into ``object_rel_direction``.
 

@@ -2,7 +2,7 @@
 
 The improved perception prompt (``json-v1``) tells the VLM which things to look for without showing the
 answer choices, because the official prompt's choices let the VLM leak an answer into its descriptions
-(research/embodied_r.md §9 item 11). The entities come, in order of preference, from the question's
+(the official pipeline passes the options themselves). The entities come, in order of preference, from the question's
 ``meta`` (a generator that knows the objects writes ``meta["entities"]`` or ``meta["objects"]``), or
 from a small rule-based noun-phrase extractor over the question stem only (never the options).
 

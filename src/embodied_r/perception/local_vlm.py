@@ -1,7 +1,7 @@
 """The ``transformers`` perception backend: a local Qwen2.5-VL-family model, batched.
 
 The official local script runs Qwen2.5-VL-72B through ms-swift one request at a time
-(research/embodied_r.md §3.1). Here requests are grouped into batches of ``batch_size`` (left-padded,
+(the official pipeline). Here requests are grouped into batches of ``batch_size`` (left-padded,
 so every row's new tokens start at the same column) and generated together, which is what keeps a
 GPU busy. Any model that loads with ``AutoModelForImageTextToText`` and whose processor accepts
 ``text=`` + ``images=`` with chat-template image tokens works (Qwen2-VL, Qwen2.5-VL, Qwen3-VL).

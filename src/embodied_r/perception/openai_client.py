@@ -1,7 +1,7 @@
 """The ``openai`` perception backend: any OpenAI-compatible chat-completions server.
 
 vLLM or SGLang serving Qwen2.5-VL, or a hosted VLM. The official pipeline sends one request at a time
-(research/embodied_r.md §3.1); here ``concurrency`` workers on one ``asyncio`` loop, each with its own
+(the official pipeline); here ``concurrency`` workers on one ``asyncio`` loop, each with its own
 keep-alive ``httpx`` connection, keep up to that many requests in flight, so a server with N slots
 stays busy (``benchmarks/perception_client.py`` measures it; docs/performance.md has the numbers).
 

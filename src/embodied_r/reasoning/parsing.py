@@ -2,7 +2,7 @@
 
 Only the text inside the *last* ``<answer>…</answer>`` counts: the official training-time parser read
 the whole completion and so picked letters out of the reasoning ("Option C. is wrong" -> C; see
-research/embodied_r.md §5.2). Using one parser for both training and evaluation means the reward and
+the official reward code). Using one parser for both training and evaluation means the reward and
 the reported accuracy can never disagree about what is correct.
 
 >>> parse_answer("<think>...</think><answer>B</answer>", ["A. left", "B. right"], "choice")

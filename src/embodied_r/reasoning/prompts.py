@@ -1,7 +1,7 @@
 """Reasoner prompt templates (system + user) in the official Embodied-R format.
 
 The official format is an interface: released Embodied-R weights and the official processed data
-expect exactly this text (research/embodied_r.md §3.6 and §4.2), so ``official-v1`` reproduces it,
+expect exactly this text (the official data converter's format), so ``official-v1`` reproduces it,
 artefacts included (the R1-Zero "User: . Assistant:" tail). ``structured-v1`` is an opt-in variant
 that keeps the question-related observation apart from the new spatial information and drops the
 artefacts. Every prompt row records the template version that built it.
@@ -84,7 +84,7 @@ def frame_line(index: int, frame: Mapping[str, Any], structured: bool = False) -
         parts = [f"New: {delta}" if delta else "", f"Related to the question: {related}" if related else ""]
         view = " ".join(p for p in parts if p)
     else:
-        # Official pipeline: view = ΔInformation + ' ' + q-related content (research/embodied_r.md §3.5).
+        # Official pipeline: view = ΔInformation + ' ' + q-related content (as the official data pipeline joins them).
         view = " ".join(p for p in (delta, related) if p)
     if not view:
         view = _clean(frame.get("raw"))
@@ -95,7 +95,7 @@ def frame_line(index: int, frame: Mapping[str, Any], structured: bool = False) -
 
 
 def video_content(frames: Sequence[Mapping[str, Any]], structured: bool = False) -> str:
-    """The header plus one line per key frame (research/embodied_r.md §3.6)."""
+    """The header plus one line per key frame, in the official format."""
     lines = [VIDEO_HEADER] + [frame_line(i, f, structured) for i, f in enumerate(frames)]
     return "\n".join(lines)
 

@@ -2,7 +2,7 @@
 
 Training and evaluation must agree on what "correct" means, so this reward does no parsing of its
 own: it calls ``reasoning.parsing.parse_answer`` (text inside the last ``<answer>`` only, unlike the
-official reward that read letters out of the reasoning; research/embodied_r.md §5.2) and
+official reward that read letters out of the reasoning) and
 ``evaluation.metrics.score_answer`` (letter match for choices, including Robot-R1's ``[[X]]``, and
 VSI-Bench mean relative accuracy for numbers).
 

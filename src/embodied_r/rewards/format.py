@@ -1,7 +1,7 @@
 """Format rewards: did the completion reason inside ``<think>`` and then answer inside ``<answer>``?
 
 ``format_reward`` is the rule Embodied-R trained with (ms-swift's built-in ``format`` reward, see
-research/embodied_r.md §5.1): the completion must *start* with a think block, follow it (after optional
+the official format reward): the completion must *start* with a think block, follow it (after optional
 whitespace) with an answer block, and have nothing after ``</answer>``. It accepts degenerate outputs
 such as an empty think block or several answer blocks nested inside the think text.
 

@@ -1,7 +1,7 @@
 """Staged reward weights (Embodied-R's three training stages) as a TRL callback.
 
 The paper weights format:accuracy:consistency 7:3:0 in epochs 1-2, 3:7:0 in epochs 3-4 and 1:7:2 from
-epoch 5 on (research/embodied_r.md §5.4; ω1 = format, ω2 = accuracy, ω3 = consistency, as the authors
+epoch 5 on (the Embodied-R paper; ω1 = format, ω2 = accuracy, ω3 = consistency, as the authors
 confirmed). TRL has no weight scheduler, but ``GRPOTrainer`` multiplies the per-function rewards by
 the tensor ``trainer.reward_weights`` each time it scores a generation batch, so a callback that
 replaces that tensor before each step changes the weights (grpo_frameworks.md §4).

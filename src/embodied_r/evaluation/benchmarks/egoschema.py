@@ -2,7 +2,7 @@
 
 ``questions.json`` lists ``{q_uid, question, "option 0" … "option 4"}``; ``subset_answers.json`` maps
 ``{q_uid: 0..4}`` for the public 500-question subset, the only part that can be scored offline
-(research/benchmarks.md §3). Questions without a public answer are counted, not listed one by one.
+(EgoSchema's released format). Questions without a public answer are counted, not listed one by one.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """MVBench loader: ``json/<task>.json`` (+ ``video/<folder>/…``) into QARecords.
 
 Each task file lists ``{video, question, candidates, answer[, start, end]}``; ``answer`` is the *text*
-of the right candidate, so the gold letter is its position (research/benchmarks.md §4). An answer that
+of the right candidate, so the gold letter is its position (MVBench's released format). An answer that
 matches no candidate is reported and skipped. Videos are looked up in the task's folder from the
 lmms-eval table, then directly under ``video/``.
 """

@@ -2,13 +2,13 @@
 
 The parquet has ``Question_id, video_id, question_category, question, answer``; the options live
 inside ``question`` after a ``Choices:``/``Choice:``/``choose:``/``Options:`` header, two to eight of
-them (Action Generation runs to G/H), and the answer is the letter (research/benchmarks.md §2).
+them (Action Generation runs to G/H), and the answer is the letter (UrbanVideo-Bench's released MCQ file).
 Some questions were pasted with artefacts: wrapping ``\"\"\"`` or four-backtick fence lines, and an
 ``Answer:`` word in front of the first option. Those are cleaned before parsing; a question whose
 options still cannot be read is reported and skipped, never scored as wrong.
 
 Scenes, used for the scene-level split, follow the official preprocessing: ``EmbodiedCity_<n>``,
-``RealWorld_<n>`` and ``AerialVLN_<n>_<trajectory>`` (research/embodied_r.md §7.2).
+``RealWorld_<n>`` and ``AerialVLN_<n>_<trajectory>`` (the benchmark's video naming).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Rows have ``id, dataset, scene_name, question_type, question, options, ground_truth``; multiple-choice
 rows carry ``"A. left"``-style options and a letter, numeric rows a number stored as a string
-(research/benchmarks.md §1.1–1.2). Videos are found both where lmms-eval unzips them,
+(VSI-Bench's released format). Videos are found both where lmms-eval unzips them,
 ``<root>/<dataset>/<scene>.mp4``, and in one flat folder, ``<root>/<scene>.mp4`` (the Embodied-R layout).
 
 ``merge_rel_direction=True`` gives the three relative-direction levels one task name, as Embodied-R's
@@ -114,7 +114,7 @@ def load_vsibench(path: str | Path, videos_dir: str | Path | None = None,
 
 def vsibench_task_scores(task_scores: Mapping[str, float]) -> dict[str, float]:
     """VSI-Bench's reported numbers: the three relative-direction levels replaced by their unweighted
-    mean, and ``overall`` the unweighted mean of the remaining tasks (research/benchmarks.md §1.3).
+    mean, and ``overall`` the unweighted mean of the remaining tasks (as lmms-eval's VSI-Bench task aggregates).
 
     >>> vsibench_task_scores({"object_rel_direction_easy": 0.6, "object_rel_direction_hard": 0.2,
     ...                       "route_planning": 0.5})

@@ -18,7 +18,7 @@ a whole episode is ~0.4 rad/s against ARM's 0.1 threshold) and rule (c) rarely f
 (d) the expert's sub-goal jumps by more than ``phase_jump`` metres between ``i-1`` and ``i`` (the
     previous sub-goal was reached), subject to the same ``stop_wait`` spacing as (c),
 
-recovers those waypoints (research/robot_r1.md §9 suggests policy phase changes). Questions are
+recovers those waypoints (the Robot-R1 paper's keypoints follow policy phase changes). Questions are
 asked at every ``interval``-th step (paper: t = 10, ARM's ``demo_augmentation_every_n``) that still has
 a keypoint after it; the target is the first keypoint strictly after that step.
 """

@@ -2,7 +2,7 @@
 
 Robot-R1 trains on five RLBench tasks (pick_up_cup, push_button, put_rubbish_in_bin, phone_on_base,
 take_lid_off_saucepan; paper §4.1). RLBench needs CoppeliaSim, which is not installable offline, so each
-is mapped to the Meta-World task whose motion is closest (research/robot_r1.md §9). Any other Meta-World
+is mapped to the Meta-World task whose motion is closest (its task list). Any other Meta-World
 v3 task with a scripted expert also works, with generic object names.
 """
 

@@ -2,7 +2,7 @@
 
 Embodied-R's VLM writes, for each key frame after the first, (1) the action taken since the previous
 key frame, (2) newly visible spatial information and (3) question-related content, in egocentric terms
-("ahead-left", "to the right") rather than image positions (research/embodied_r.md §3). The oracle
+("ahead-left", "to the right") rather than image positions (as the official perception prompts ask). The oracle
 writes the same three parts from the camera poses and per-object visible pixels of a synthetic
 dataset, so the reasoner can be trained and tested with perfect (or deliberately noisy) perception.
 
