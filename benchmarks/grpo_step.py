@@ -10,8 +10,20 @@
 
 Same model, data, seed and batch geometry for both runs. Goal: consistency adds <= 20% to the step.
 
+With ``--shared-prefix`` the script instead times the policy update alone (log-probabilities, loss and
+backward pass, ``trainer.compute_loss`` + ``backward``) of TRL's per-row path against the shared-prefix
+path (training/shared_prefix.py), side by side on the same trainer, weights and batch, for each
+``--shapes`` entry (PROMPTSxGENERATIONS; ~``--prompt-tokens``-token prompts of different lengths,
+completions of up to ``--completion-tokens`` tokens, one truncated per group). A generation batch is
+updated in consecutive micro-batches (``--micro-batch`` rows for the stock path, each of
+``--shared-micro-batch`` for the shared one; whole groups or equal parts of one, rows shuffled as TRL
+does); the summed update is the same for every micro-batch size. Goals: >= 2.5x at 2x4 and >= 4x at
+4x8. It also prints the loss and gradient differences between the paths.
+
     python benchmarks/grpo_step.py                       # SmolLM2-135M, 3 steps each, 8 completions x 64 tokens
     python benchmarks/grpo_step.py --model PATH --steps 5 --json out.json
+    python benchmarks/grpo_step.py --shared-prefix       # 2x4 and 4x8, 700-token prompts, 96-token completions
+    python benchmarks/grpo_step.py --shared-prefix --shapes 2x4 --repeats 1 --prompt-tokens 300
 """
 
 from __future__ import annotations
@@ -106,6 +118,159 @@ def judge_full_batch(judge: Any, args: argparse.Namespace) -> float:
     return time.perf_counter() - start
 
 
+def update_members(tokenizer: Any, prompts: int, generations: int, args: argparse.Namespace,
+                   seed: int = 0) -> tuple[list[tuple[list[int], Any, float]], int]:
+    """A generation batch's rows (prompt tokens, completion tokens, advantage) in group order, and the
+    prompt width.
+
+    Prompts are toy questions repeated to about ``--prompt-tokens`` tokens (lengths spread by +-7 %, so
+    they are left-padded); completions are random tokens of 50-100 % of ``--completion-tokens`` ending in
+    EOS, except one full-length completion per group without EOS (truncated)."""
+    import torch
+
+    from embodied_r.training.data import toy_prompt_rows
+
+    gen = torch.Generator().manual_seed(seed)
+    width = args.completion_tokens
+    targets = [int(args.prompt_tokens * (0.93 + 0.14 * i / max(1, prompts - 1))) for i in range(prompts)]
+    members = []
+    for row, target in zip(toy_prompt_rows(prompts, seed=seed), targets):
+        text = tokenizer.apply_chat_template(row.prompt, add_generation_prompt=True, tokenize=False)
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        tokens = (ids * (target // len(ids) + 1))[-target:]
+        for g in range(generations):
+            length = width if g == 0 else int(torch.randint(width // 2, width + 1, (1,), generator=gen))
+            completion = torch.randint(100, tokenizer.vocab_size, (length,), generator=gen)
+            if g != 0:
+                completion[-1] = tokenizer.eos_token_id
+            members.append((tokens, completion, float(torch.randn(1, generator=gen))))
+    return members, max(targets)
+
+
+def micro_batches(members: list[tuple[list[int], Any, float]], columns: int, size: int, pad_id: int,
+                  width: int, seed: int = 0) -> list[dict[str, Any]]:
+    """Consecutive slices of ``size`` rows (whole groups, or equal parts of one), each shuffled as TRL
+    shuffles a generation batch. ``num_items_in_batch`` counts the whole generation batch, as in TRL, so
+    the summed update is the same for every ``size``."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    total = sum(m[1].numel() for m in members)
+    batches = []
+    for start in range(0, len(members), size):
+        chunk = members[start:start + size]
+        order = torch.randperm(len(chunk), generator=gen).tolist()
+        batches.append(_tensor_batch([chunk[i] for i in order], columns, width, pad_id, total))
+    return batches
+
+
+def _tensor_batch(members: list[tuple[list[int], Any, float]], columns: int, width: int, pad_id: int,
+                  total_tokens: int) -> dict[str, Any]:
+    import torch
+
+    n = len(members)
+    batch = {
+        "prompt_ids": torch.full((n, columns), pad_id), "prompt_mask": torch.zeros(n, columns, dtype=torch.long),
+        "completion_ids": torch.full((n, width), pad_id), "completion_mask": torch.zeros(n, width, dtype=torch.long),
+    }
+    for i, (tokens, completion, _) in enumerate(members):
+        batch["prompt_ids"][i, columns - len(tokens):] = torch.tensor(tokens)
+        batch["prompt_mask"][i, columns - len(tokens):] = 1
+        batch["completion_ids"][i, : completion.numel()] = completion
+        batch["completion_mask"][i, : completion.numel()] = 1
+    batch["advantages"] = torch.tensor([m[2] for m in members])
+    batch["num_items_in_batch"] = torch.tensor(total_tokens)
+    return batch
+
+
+def time_update(trainer: Any, batches: list[dict[str, Any]], shared: bool) -> tuple[float, float, list[Any]]:
+    """(seconds, summed loss, gradients) of one update over ``batches`` with the chosen path."""
+    trainer.shared_prefix_update = shared
+    trainer.model.zero_grad(set_to_none=True)
+    start = time.perf_counter()
+    total = 0.0
+    for batch in batches:
+        loss = trainer.compute_loss(trainer.model, batch)
+        loss.backward()
+        total += float(loss.detach())
+    seconds = time.perf_counter() - start
+    return seconds, total, [p.grad.detach().clone() for p in trainer.model.parameters() if p.grad is not None]
+
+
+def _relative_difference(grads: list[Any], reference: list[Any]) -> float:
+    import torch
+
+    diff = torch.sqrt(sum(((a - b) ** 2).sum() for a, b in zip(grads, reference)))
+    return float(diff / torch.sqrt(sum((b**2).sum() for b in reference)))
+
+
+def update_trainer(model_path: str, args: argparse.Namespace, out: Path) -> Any:
+    """An EmbodiedGRPOTrainer on the model (demo settings: beta 0, one iteration), for direct loss calls."""
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig
+
+    from embodied_r.training.data import load_prompt_rows, rows_to_dataset
+    from embodied_r.training.grpo import EmbodiedGRPOTrainer
+
+    config = GRPOConfig(output_dir=str(out), use_cpu=True, bf16=False, report_to="none", num_generations=2,
+                        per_device_train_batch_size=2, max_completion_length=args.completion_tokens,
+                        beta=0.0, model_init_kwargs={"dtype": "float32"})
+    return EmbodiedGRPOTrainer(model=model_path, reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
+                               args=config, train_dataset=rows_to_dataset(load_prompt_rows("toy:2")),
+                               processing_class=AutoTokenizer.from_pretrained(model_path))
+
+
+def shared_prefix_comparison(model_path: str, args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
+    """Stock TRL update (``--micro-batch`` rows per backward) against the shared-prefix update (each of
+    ``--shared-micro-batch``), per shape; best of ``--repeats`` each, runs alternating."""
+    from embodied_r.training.host_memory import fix_mmap_threshold
+
+    fix_mmap_threshold()  # as train() does on CPUs: freed activations go back to the OS
+    trainer = update_trainer(model_path, args, out)
+    tok = trainer.processing_class
+    shared_sizes = [int(x) for x in str(args.shared_micro_batch or args.micro_batch).split(",")]
+    results = []
+    for shape in args.shapes.split(","):
+        prompts, generations = (int(x) for x in shape.lower().split("x"))
+        members, columns = update_members(tok, prompts, generations, args)
+        runs = [(False, args.micro_batch)] + [(True, size) for size in shared_sizes]
+        times: dict[tuple[bool, int], list[float]] = {run: [] for run in runs}
+        outcome: dict[tuple[bool, int], tuple[float, list[Any]]] = {}
+        for _ in range(args.repeats):
+            for run in runs:  # alternating, so drifting machine load hits every path alike
+                batches = micro_batches(members, columns, run[1], tok.pad_token_id, args.completion_tokens)
+                seconds, loss, grads = time_update(trainer, batches, shared=run[0])
+                times[run].append(seconds)
+                outcome[run] = (loss, grads)
+                del batches
+        stock_run = runs[0]
+        stock_loss, stock_grads = outcome.pop(stock_run)
+        for run in runs[1:]:
+            loss, grads = outcome.pop(run)
+            results.append({
+                "shape": shape, "rows": len(members), "prompt_columns": columns,
+                "completion_tokens": args.completion_tokens, "stock_micro_batch": stock_run[1],
+                "shared_micro_batch": run[1], "stock_s": min(times[stock_run]), "shared_s": min(times[run]),
+                "stock_runs_s": times[stock_run], "shared_runs_s": times[run],
+                "speedup": min(times[stock_run]) / min(times[run]),
+                "loss_abs_diff": abs(loss - stock_loss), "grad_rel_diff": _relative_difference(grads, stock_grads),
+            })
+        del stock_grads
+    return results
+
+
+def print_shared_prefix(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    print(f"\nGRPO policy update on {args.model} (log-probs + loss + backward, fp32, {args.threads or 'default'} "
+          f"thread(s)), prompts ~{args.prompt_tokens} tokens, completions <= {args.completion_tokens}, "
+          f"best of {args.repeats}")
+    print(f"{'shape':6s} {'rows':>5s} {'stock rows/pass':>16s} {'shared rows/pass':>17s} {'stock s':>8s} "
+          f"{'shared s':>9s} {'speed-up':>9s} {'|loss diff|':>12s} {'grad rel diff':>14s}")
+    for r in results:
+        print(f"{r['shape']:6s} {r['rows']:5d} {r['stock_micro_batch']:16d} {r['shared_micro_batch']:17d} "
+              f"{r['stock_s']:8.2f} {r['shared_s']:9.2f} {r['speedup']:8.2f}x {r['loss_abs_diff']:12.2e} "
+              f"{r['grad_rel_diff']:14.2e}")
+
+
 def summarise(steps: list[dict[str, float]]) -> dict[str, float]:
     # The first step includes one-time warm-up (allocations, lazy init); report the rest when possible.
     measured = steps[1:] if len(steps) > 1 else steps
@@ -139,6 +304,17 @@ def main() -> None:
         help="torch CPU threads (1 avoids oversubscription on a shared machine; 0 = torch default)",
     )
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--shared-prefix", action="store_true",
+                        help="time the stock TRL update against the shared-prefix update instead")
+    parser.add_argument("--shapes", default="2x4,4x8", help="PROMPTSxGENERATIONS, comma-separated")
+    parser.add_argument("--prompt-tokens", type=int, default=700)
+    parser.add_argument("--completion-tokens", type=int, default=96, help="the demo's max_completion_length")
+    parser.add_argument("--micro-batch", type=int, default=2,
+                        help="rows per backward pass of the stock path (the demo's per_device_train_batch_size; "
+                        "4 rows of ~800 tokens outgrow a 12 GiB address-space cap on CPU)")
+    parser.add_argument("--shared-micro-batch", default="2,8",
+                        help="rows per backward pass of the shared-prefix path, comma-separated (each is timed)")
+    parser.add_argument("--repeats", type=int, default=2, help="updates timed per path and shape (best is shown)")
     args = parser.parse_args()
 
     import torch
@@ -150,6 +326,14 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model_path = resolve_model_path(args.model)
+    if args.shared_prefix:
+        with tempfile.TemporaryDirectory() as tmp:
+            results = shared_prefix_comparison(model_path, args, Path(tmp))
+        print_shared_prefix(results, args)
+        if args.json:
+            args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "shared_prefix": results},
+                                            indent=2))
+        return
     dataset = rows_to_dataset(load_prompt_rows(f"toy:{args.rows}"))
     with tempfile.TemporaryDirectory() as tmp:
         plain = summarise(plain_trl(model_path, dataset, args, Path(tmp) / "plain"))

@@ -15,7 +15,6 @@ from embodied_r.training.grpo import train
 from embodied_r.training.recipe import RecipeError, load_recipe
 
 
-
 def _short_rows(n: int) -> list[dict]:
     return [PromptRow(id=f"t{i}", task="direction", answer="B", options=["A. left", "B. right"],
                       prompt=[{"role": "user", "content": f"Frame 0: chair {i} right. Question: where? Choices: "

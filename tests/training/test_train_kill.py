@@ -48,7 +48,7 @@ def test_kill_9_during_checkpoint_saves_then_resume_finishes(tiny_recipe) -> Non
     if torn:
         assert "removed incomplete checkpoint(s) checkpoint-2" in first.stderr.read()
     final = _train(path, "--resume")
-    out, err = final.communicate(timeout=600)
+    _, err = final.communicate(timeout=600)
     assert final.returncode == 0, err[-3000:]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["global_step"] == 4

@@ -25,6 +25,7 @@ from embodied_r.io import atomic_write_json, atomic_write_text, exclusive_output
 from embodied_r.rewards import get_reward, is_factory
 from embodied_r.rewards.schedule import RewardSchedule, make_schedule_callback
 from embodied_r.rewards.text import with_completion_prefix
+from embodied_r.training import shared_prefix
 from embodied_r.training.callbacks import (
     EvalCallback,
     MetricsJsonl,
@@ -53,11 +54,52 @@ logger = logging.getLogger(__name__)
 
 class EmbodiedGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` that also records sample completions and per-function zero-variance shares, and
-    can prefill the assistant turn (``completion_prefix``)."""
+    can prefill the assistant turn (``completion_prefix``) and encodes each group's shared prompt once in
+    the log-probability passes (``shared_prefix_update``, training/shared_prefix.py)."""
 
     samples_path: Path | None = None
     samples_per_batch: int = 0
     completion_prefix: str = ""
+    shared_prefix_update: bool = True
+
+    def _get_per_token_logps_and_entropies(
+        self,
+        model: Any,
+        input_ids: Any,
+        attention_mask: Any,
+        logits_to_keep: int,
+        batch_size: int | None = None,
+        compute_entropy: bool = False,
+        compute_aux_loss: bool = False,
+        **extra_inputs: Any,
+    ) -> Any:
+        # The policy loss, the reference model and the old log-probabilities all come through here. Packing
+        # changes no value (shared_prefix.py); whatever it cannot reproduce exactly goes to TRL's method.
+        reason, groups = shared_prefix.OFF, []
+        if self.shared_prefix_update:
+            reason, groups = shared_prefix.stock_path_reason(
+                model, input_ids, attention_mask, logits_to_keep, compute_aux_loss, extra_inputs
+            )
+        if reason is not None:
+            self._note_stock_path(reason)
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
+                compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra_inputs,
+            )
+        logps, entropies = shared_prefix.shared_prefix_logps(
+            model, input_ids, attention_mask, logits_to_keep, groups, batch_size=batch_size,
+            compute_entropy=compute_entropy, autocast=self.accelerator.autocast,
+        )
+        return logps, entropies, None
+
+    def _note_stock_path(self, reason: str) -> None:
+        """Log once per distinct reason why a batch took TRL's per-row path."""
+        noted = self.__dict__.setdefault("_stock_path_reasons", set())
+        if reason not in noted:
+            noted.add(reason)
+            level = logging.INFO if reason in shared_prefix.ROUTINE_REASONS else logging.WARNING
+            logger.log(level, "shared-prefix update not used (%s): TRL encodes the prompt once per "
+                       "completion for such batches; the loss is the same", reason)
 
     def _tokenize_prompts(self, prompts: list) -> Any:
         # TRL 1.16 renders conversational prompts with add_generation_prompt=True and has no option to
@@ -347,6 +389,7 @@ def build_trainer(
     trainer.samples_path = output_dir / "samples.jsonl"
     trainer.samples_per_batch = recipe.sample_completions
     trainer.completion_prefix = recipe.completion_prefix
+    trainer.shared_prefix_update = recipe.shared_prefix_update
     if evaluator is not None:
         evaluator.trainer = trainer
         if trainer.accelerator.num_processes > 1:

@@ -58,6 +58,9 @@ class Recipe:
     # Supervised steps that teach the <think>/<answer> structure (random answers, never the gold one) before
     # GRPO, e.g. {steps: 16, batch_size: 2, learning_rate: 1e-4}; null = none. See training/warmup.py.
     format_warmup: dict[str, Any] | None = None
+    # Encode each group's shared prompt once in the GRPO log-probability passes (training/shared_prefix.py):
+    # same loss and gradients as TRL's per-row encoding, less compute; false = TRL's own path.
+    shared_prefix_update: bool = True
     description: str = ""
     trl: dict[str, Any] = field(default_factory=dict)
 
@@ -200,7 +203,7 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
         WarmupSettings.from_config(recipe.format_warmup, source)
     except (WarmupError, TypeError) as exc:
         raise RecipeError(str(exc)) from exc
-    for key in ("judge_sees_letters", "allow_weak_judge"):
+    for key in ("judge_sees_letters", "allow_weak_judge", "shared_prefix_update"):
         if not isinstance(getattr(recipe, key), bool):
             raise RecipeError(f"{source}: {key!r} must be true or false, got {getattr(recipe, key)!r}")
     from embodied_r.training.judge_gate import probe_settings
