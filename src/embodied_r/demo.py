@@ -117,10 +117,11 @@ def training_recipe(out: Path, size: DemoSize, model: str) -> dict[str, Any]:
         "output_dir": str(out / "train"),
         "max_steps": size.train_steps,
         "num_generations": 4,
-        # 8 completions (2 prompts x 4) per step, updated 2 at a time: each micro-batch's backward pass
-        # briefly holds ~0.8 GB per ~1,200-token completion here, so 4 at a time peaked at 6-8 GB.
-        "per_device_train_batch_size": 2,
-        "gradient_accumulation_steps": 4,
+        # 8 completions (2 prompts x 4) per step, updated in one pass: the shared-prefix update encodes each
+        # group's prompt once when its completions share the micro-batch (2.95x TRL's per-row update on
+        # this shape, docs/performance.md). Per row, 4 completions at a time used to peak at 6-8 GB.
+        "per_device_train_batch_size": 8,
+        "gradient_accumulation_steps": 1,
         "max_completion_length": 96,
         "learning_rate": 1.0e-5,
         "lr_scheduler_type": "constant",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from embodied_r.evaluation.intervals import bootstrap_ci, paired_difference, prediction_difference
+from embodied_r.evaluation.intervals import bootstrap_ci, paired_difference, prediction_difference, score_interval
 from embodied_r.evaluation.metrics import task_table
 
 
@@ -38,3 +38,9 @@ def test_task_tables_carry_intervals() -> None:
     table = task_table(predictions)
     low, high = table["tasks"]["t"]["ci95"]
     assert low < 0.5 < high and table["overall"]["ci95"] == [low, high]
+
+
+def test_score_interval_is_honest_at_small_n() -> None:
+    assert score_interval([1.0])[0] < 0.25  # one right answer says little: not [100, 100]
+    assert score_interval([0.0, 1.0] * 50) == [0.4038, 0.5962]  # Wilson, n = 100
+    assert score_interval([0.2, 0.4]) is None and score_interval([0.2, 0.4, 0.6]) is not None  # MRA: bootstrap

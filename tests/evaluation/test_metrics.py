@@ -38,7 +38,7 @@ def test_task_table_micro_and_macro_differ_when_tasks_unbalanced() -> None:
     rows = [{"task": "big", "score": 1.0, "parsed_answer": "A"}] * 3 + [
         {"task": "small", "score": 0.0, "parsed_answer": None}]
     table = task_table(rows)
-    assert table["tasks"]["big"] == {"n": 3, "score": 1.0, "ci95": [1.0, 1.0], "unparsed": 0}
+    assert table["tasks"]["big"] == {"n": 3, "score": 1.0, "ci95": [0.4385, 1.0], "unparsed": 0}
     assert table["tasks"]["small"]["unparsed"] == 1
     assert table["overall"]["micro"] == pytest.approx(0.75)  # sample-weighted, the paper's "Avg"
     assert table["overall"]["macro"] == pytest.approx(0.5)   # mean of task means

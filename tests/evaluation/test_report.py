@@ -61,7 +61,7 @@ def test_report_before_after_and_training(tmp_path: Path) -> None:
     assert "no backend" in page  # a baseline that did not run says why
     # n per task and the 95 % interval beside every score; the paired difference with its verdict.
     assert "<th>n</th>" in page and "before [95 % interval]" in page
-    assert "25.0 [0.0, 75.0]" in page  # 1 of 4 correct
+    assert "25.0 [4.6, 69.9]" in page  # 1 of 4 correct: Wilson's interval
     assert "Differences (paired on the same questions)" in page and "after − before" in page
     assert "+50.0" in page and "no measurable change" in page  # 2 of 4 questions changed: not enough
     assert "img{max-width:100%" in page

@@ -1,7 +1,7 @@
 """95 % intervals for scores and for differences between two runs on the same questions.
 
 A score over a dozen questions moves by several points per question, so every reported score carries
-a percentile-bootstrap interval, and a before/after comparison is a *paired* bootstrap over the
+an interval (Wilson's for accuracy, a percentile bootstrap for MRA), and a before/after comparison is a *paired* bootstrap over the
 questions both runs answered: a change counts only when its interval excludes 0. Resampling uses a
 fixed seed, so a report is reproducible.
 """
@@ -33,6 +33,28 @@ def bootstrap_ci(scores: Sequence[float], resamples: int = RESAMPLES, seed: int 
     means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
     return [round(float(low), 4), round(float(high), 4)]
+
+
+def score_interval(scores: Sequence[float]) -> list[float] | None:
+    """95 % interval of a mean score: Wilson's interval when every score is 0 or 1 (accuracy; honest at
+    small n, where a bootstrap of one question would claim certainty), else the percentile bootstrap
+    (MRA), which needs at least 3 questions to say anything (None below that).
+
+    >>> score_interval([0.0])
+    [0.0, 0.7935]
+    >>> score_interval([0.3]) is None
+    True
+    """
+    import math
+
+    if not scores:
+        return None
+    if all(s in (0.0, 1.0) for s in scores):
+        n, p, z = len(scores), sum(scores) / len(scores), 1.959964
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
+    return bootstrap_ci(scores) if len(scores) >= 3 else None
 
 
 def paired_difference(before: Mapping[str, float], after: Mapping[str, float],

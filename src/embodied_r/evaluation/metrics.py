@@ -60,10 +60,10 @@ def task_table(predictions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Per-task and overall scores from prediction dicts (``task``, ``score``, ``parsed_answer``).
 
     ``micro`` is the sample-weighted mean over all predictions (the Embodied-R paper's "Avg");
-    ``macro`` is the unweighted mean of the per-task means. ``ci95`` is the percentile-bootstrap 95 %
-    interval of a task's score and of ``micro``.
+    ``macro`` is the unweighted mean of the per-task means. ``ci95`` is the 95 % interval of a task's
+    score and of ``micro`` (``intervals.score_interval``).
     """
-    from embodied_r.evaluation.intervals import bootstrap_ci
+    from embodied_r.evaluation.intervals import score_interval
 
     per_task: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for row in predictions:
@@ -75,7 +75,7 @@ def task_table(predictions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         tasks[task] = {
             "n": len(rows),
             "score": sum(scores) / len(scores),
-            "ci95": bootstrap_ci(scores),
+            "ci95": score_interval(scores),
             "unparsed": sum(1 for r in rows if r.get("parsed_answer") is None),
         }
     n_total = sum(t["n"] for t in tasks.values())
@@ -85,7 +85,7 @@ def task_table(predictions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "overall": {
             "n": n_total,
             "micro": (sum(all_scores) / n_total) if n_total else None,
-            "ci95": bootstrap_ci(all_scores),
+            "ci95": score_interval(all_scores),
             "macro": (sum(t["score"] for t in tasks.values()) / len(tasks)) if tasks else None,
             "unparsed": sum(t["unparsed"] for t in tasks.values()),
             "unparsed_rate": (sum(t["unparsed"] for t in tasks.values()) / n_total) if n_total else None,

@@ -321,7 +321,7 @@ def check_rollout_settings(trl: dict[str, Any], source: str = "recipe") -> None:
 def check_batch_geometry(trl: dict[str, Any], num_processes: int) -> int:
     """Completions per generation batch with ``num_processes`` processes; it must hold whole groups.
 
-    TRL's ``per_device_train_batch_size`` counts completions, not prompts (feasibility.md §4), so the
+    TRL's ``per_device_train_batch_size`` counts completions, not prompts (TRL 1.16), so the
     same recipe can be valid on 8 GPUs and invalid on one; this says so in those terms.
     """
     per_device = int(trl.get("per_device_train_batch_size", 8))
