@@ -47,19 +47,24 @@ class CharTokenizer:
         return "".join(chr(i) for i in ids)
 
 
-class ScriptedEngine:
-    """Stands in for a model: answers every prompt with ``reply`` (e.g. nothing at all)."""
+class ScriptedEngine(generation.Engine):
+    """Stands in for a model: answers every prompt with ``reply`` (e.g. nothing at all); prompts are
+    measured and fitted as a real engine's are."""
 
     name = "scripted"
+    tokenizer = CharTokenizer()
 
     def __init__(self, reply: str) -> None:
         self.reply, self.prompts = reply, []
 
-    def generate_chats(self, conversations, max_new_tokens, batch_size, on_batch=None, **sampling):
+    def context_length(self) -> int:
+        return 1 << 20
+
+    def generate_fitted(self, fitted, max_new_tokens, batch_size, on_batch=None, context=None, **sampling):
         out = []
-        for start in range(0, len(conversations), batch_size):
-            indices = list(range(start, min(start + batch_size, len(conversations))))
-            self.prompts.extend(conversations[i] for i in indices)
+        for start in range(0, len(fitted), batch_size):
+            indices = list(range(start, min(start + batch_size, len(fitted))))
+            self.prompts.extend(fitted[i].messages for i in indices)
             if on_batch:
                 on_batch(indices, [self.reply] * len(indices))
             out.extend([self.reply] * len(indices))

@@ -39,8 +39,8 @@ def test_an_over_long_training_row_is_fitted_or_left_out(rule: str, action: str,
     summary = train(recipe)
     assert summary["global_step"] == 1
     report = json.loads((recipe.output_dir / "context.json").read_text())
-    assert report["rows"] == 4 and report["kept"] == kept and report["actions"] == {action: 1}
-    detail = report["details"][0]
+    assert report["total"] == 4 and report["kept"] == kept and report["actions"] == {action: 1}
+    detail = report["rows"][0]
     assert detail["id"] == "long" and detail["prompt_tokens"] > report["limit"] == 4096 - 12
     assert summary["prompt_context"]["affected"] == 1
     if rule == "drop-frames":
@@ -60,7 +60,7 @@ def test_fitted_rows_keep_the_question_and_say_what_was_cut(tiny_lm_dir: Path) -
     assert "chair right chair right" not in content and content.endswith("Choices: A. left B. right")
     assert "Frame 2: chair right." in content and fitted[2].meta["context"]["action"] == "dropped-frames"
     assert rows[2].prompt[0]["content"].count("chair right") > 1000  # the caller's row is not modified
-    assert report["affected"] == 1 and report["details"][0]["id"] == "long"
+    assert report["affected"] == 1 and report["rows"][0]["id"] == "long"
 
 
 def test_every_row_skipped_is_a_clear_error(tiny_recipe) -> None:

@@ -27,7 +27,7 @@ def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, en
                   batch_size: int, direct_max_new_tokens: int, perception: Any = None,
                   context: Any = None) -> dict[str, Any]:
     """Tables for the requested baselines, keyed by name; ``direct`` prompts follow the ``context`` policy."""
-    from embodied_r.evaluation.runner import context_report, generate_resumable
+    from embodied_r.evaluation.runner import generate_resumable, prediction_context
     from embodied_r.inference.context_policy import ContextPolicy
 
     context = context or ContextPolicy()
@@ -46,7 +46,7 @@ def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, en
                                                 context=context)
             table = task_table(predictions)
             table.update({"name": "direct", "status": "ok", "note": "the reasoner answering without thinking",
-                          "max_new_tokens": direct_max_new_tokens, "context": context_report(predictions, context)})
+                          "max_new_tokens": direct_max_new_tokens, "context": prediction_context(predictions, context)})
             tables[name] = table
         elif name == "vlm_only":
             tables[name] = vlm_only_baseline(rows, perception, out)

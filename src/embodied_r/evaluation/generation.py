@@ -27,7 +27,6 @@ from embodied_r.inference.context_policy import (
     token_budget_batches,
 )
 
-
 # Below this many shared tokens the extra forward pass is not worth it.
 MIN_SHARED_PREFIX = 32
 
@@ -126,8 +125,14 @@ def generate_chats(model: Any, tokenizer: Any, conversations: Sequence[Messages]
 # ---------------------------------------------------------------------------------------------------
 
 
-class _FittingEngine:
-    """What both engines share: fit prompts to the context, then generate the fitted ones."""
+def _require_unskipped(fitted: Sequence[FittedPrompt]) -> None:
+    if any(f.skipped for f in fitted):
+        raise ValueError("generate_fitted got a skipped prompt; record it instead of generating")
+
+
+class Engine:
+    """What every engine shares: fit prompts to the context (``fit``), then generate the fitted ones
+    (``generate_fitted``, the part each engine implements); ``generate_chats`` does both."""
 
     tokenizer: Any
 
@@ -143,8 +148,9 @@ class _FittingEngine:
 
     def generate_fitted(self, fitted: Sequence[FittedPrompt], max_new_tokens: int, batch_size: int,
                         on_batch: Callable[[list[int], list[str]], None] | None = None,
-                        completion_prefix: str = "", context: ContextPolicy | None = None,
-                        **sampling: Any) -> list[str]:
+                        context: ContextPolicy | None = None, **sampling: Any) -> list[str]:
+        """One completion per fitted prompt (none skipped), each starting with the prompt's completion
+        prefix; ``on_batch(indices, completions)`` as batches finish."""
         raise NotImplementedError
 
     def generate_chats(self, conversations: Sequence[Messages], max_new_tokens: int, batch_size: int = 8,
@@ -156,11 +162,11 @@ class _FittingEngine:
             number, first = skipped[0]
             raise ContextError(f"{len(skipped)} prompt(s) do not fit the model (prompt {number}: {first.reason}); "
                                "shorten them, raise the context, or use the drop-frames or truncate-left rule")
-        return self.generate_fitted(fitted, max_new_tokens, batch_size, on_batch=on_batch,
-                                    completion_prefix=completion_prefix, context=context, **sampling)
+        return self.generate_fitted(fitted, max_new_tokens, batch_size, on_batch=on_batch, context=context,
+                                    **sampling)
 
 
-class TransformersEngine(_FittingEngine):
+class TransformersEngine(Engine):
     """Generation with an already loaded transformers model (what ``eval`` uses on CPU)."""
 
     name = "transformers"
@@ -173,18 +179,16 @@ class TransformersEngine(_FittingEngine):
 
     def generate_fitted(self, fitted: Sequence[FittedPrompt], max_new_tokens: int, batch_size: int,
                         on_batch: Callable[[list[int], list[str]], None] | None = None,
-                        completion_prefix: str = "", context: ContextPolicy | None = None,
-                        **sampling: Any) -> list[str]:
+                        context: ContextPolicy | None = None, **sampling: Any) -> list[str]:
         """Completions for fitted prompts (none skipped), in token-budget batches, longest first."""
-        if any(f.skipped for f in fitted):
-            raise ValueError("generate_fitted got a skipped prompt; record it instead of generating")
+        _require_unskipped(fitted)
         budget = (context or ContextPolicy()).max_batch_tokens
         lengths = [len(f.token_ids) + max_new_tokens for f in fitted]
         results: list[str] = [""] * len(fitted)
         for batch in token_budget_batches(lengths, budget, max(1, batch_size)):
             generated = generate_batch(self.model, self.tokenizer, None, max_new_tokens,
                                        token_lists=[fitted[i].token_ids for i in batch], **sampling)
-            completions = [completion_prefix + text for text in generated]
+            completions = [fitted[i].completion_prefix + text for i, text in zip(batch, generated)]
             for index, completion in zip(batch, completions):
                 results[index] = completion
             if on_batch is not None:
@@ -192,7 +196,7 @@ class TransformersEngine(_FittingEngine):
         return results
 
 
-class VLLMEngine(_FittingEngine):
+class VLLMEngine(Engine):
     """Offline vLLM generation (continuous batching on a GPU), greedy unless sampling args say otherwise.
 
     vLLM schedules all prompts it is given at once, so conversations are submitted in chunks of
@@ -221,21 +225,21 @@ class VLLMEngine(_FittingEngine):
 
     def generate_fitted(self, fitted: Sequence[FittedPrompt], max_new_tokens: int, batch_size: int = 0,
                         on_batch: Callable[[list[int], list[str]], None] | None = None,
-                        completion_prefix: str = "", context: ContextPolicy | None = None,
-                        do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0) -> list[str]:
+                        context: ContextPolicy | None = None, do_sample: bool = False, temperature: float = 1.0,
+                        top_p: float = 1.0) -> list[str]:
         """Completions for fitted prompts (vLLM batches by its own KV-cache budget, in chunks here)."""
         from vllm import SamplingParams
 
-        if any(f.skipped for f in fitted):
-            raise ValueError("generate_fitted got a skipped prompt; record it instead of generating")
+        _require_unskipped(fitted)
         params = SamplingParams(max_tokens=max_new_tokens, temperature=temperature if do_sample else 0.0,
                                 top_p=top_p if do_sample else 1.0)
-        texts = [render_chat(self.tokenizer, f.messages or [], completion_prefix) for f in fitted]
+        texts = [render_chat(self.tokenizer, f.messages or [], f.completion_prefix) for f in fitted]
         results: list[str] = [""] * len(texts)
         for start in range(0, len(texts), self.chunk_size):
             indices = list(range(start, min(start + self.chunk_size, len(texts))))
             outputs = self.llm.generate([texts[i] for i in indices], params, use_tqdm=False)
-            completions = [completion_prefix + (o.outputs[0].text if o.outputs else "") for o in outputs]
+            completions = [fitted[i].completion_prefix + (o.outputs[0].text if o.outputs else "")
+                           for i, o in zip(indices, outputs)]
             for index, completion in zip(indices, completions):
                 results[index] = completion
             if on_batch is not None:

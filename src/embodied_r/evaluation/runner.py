@@ -102,30 +102,28 @@ def evaluate_with_engine(engine: Any, rows: Sequence[PromptRow], batch_size: int
                          on_predictions: Callable[[list[Prediction]], None] | None = None,
                          completion_prefix: str = "", context: ContextPolicy | None = None,
                          **sampling: Any) -> list[Prediction]:
-    """``evaluate_rows`` over any engine with ``generate_chats`` (transformers or vLLM).
+    """``evaluate_rows`` over any ``generation.Engine`` (transformers or vLLM).
 
-    Engines that measure prompts (``fit``) apply the context policy first: a skipped row is recorded at
-    once as unanswered, a cut one is generated from what was kept; both carry ``meta.context``.
+    The context policy is applied first: a skipped row is recorded at once as unanswered, a cut one is
+    generated from what was kept; both carry ``meta.context``.
     """
+    fitted = engine.fit([r.prompt for r in rows], max_new_tokens, completion_prefix, context)
     predictions: list[Prediction | None] = [None] * len(rows)
-    if not hasattr(engine, "fit"):  # a stand-in engine without a tokenizer: prompts go as they are
-        fitted = None
-        todo = list(range(len(rows)))
-    else:
-        fitted = engine.fit([r.prompt for r in rows], max_new_tokens, completion_prefix, context)
-        skipped = [skipped_prediction(rows[i], f.record() or {}) for i, f in enumerate(fitted) if f.skipped]
-        for i, prediction in zip([i for i, f in enumerate(fitted) if f.skipped], skipped):
-            predictions[i] = prediction
-        if skipped and on_predictions is not None:
-            on_predictions(skipped)
-        todo = [i for i, f in enumerate(fitted) if not f.skipped]
+    skipped = []
+    for index, fit in enumerate(fitted):
+        if fit.skipped:
+            predictions[index] = skipped_prediction(rows[index], fit.record() or {})
+            skipped.append(predictions[index])
+    if skipped and on_predictions is not None:
+        on_predictions(skipped)
+    todo = [i for i, fit in enumerate(fitted) if not fit.skipped]
 
     def handle(indices: list[int], completions: list[str]) -> None:
         batch = []
         for local, completion in zip(indices, completions):
             index = todo[local]
             prediction = score_completion(rows[index], completion)
-            record = fitted[index].record() if fitted is not None else None
+            record = fitted[index].record()
             if record:
                 prediction.meta["context"] = record
             predictions[index] = prediction
@@ -133,12 +131,7 @@ def evaluate_with_engine(engine: Any, rows: Sequence[PromptRow], batch_size: int
         if on_predictions is not None:
             on_predictions(batch)
 
-    if completion_prefix:
-        sampling["completion_prefix"] = completion_prefix  # only when set: engines predating it still work
-    if fitted is None:
-        engine.generate_chats([rows[i].prompt for i in todo], max_new_tokens=max_new_tokens,
-                              batch_size=batch_size, on_batch=handle, **sampling)
-    elif todo:
+    if todo:
         engine.generate_fitted([fitted[i] for i in todo], max_new_tokens, batch_size, on_batch=handle,
                                context=context, **sampling)
     return [p for p in predictions if p is not None]
@@ -183,6 +176,11 @@ def generate_resumable(engine_factory: Callable[[], Any], rows: Sequence[PromptR
         logger.warning("%s holds %d duplicate prediction(s) (an earlier concurrent run?); each id counts once, "
                        "its first prediction", path, duplicates)
     return predictions, generated, duplicates
+
+
+def prediction_context(predictions: Sequence[dict[str, Any]], context: ContextPolicy) -> dict[str, Any]:
+    """``context.report`` over prediction dicts: the policy, counts by action, one line per affected row."""
+    return context.report((str(p["id"]), (p.get("meta") or {}).get("context")) for p in predictions)
 
 
 def first_per_id(records: Iterable[dict[str, Any]], key: str = "id") -> tuple[list[dict[str, Any]], int]:
@@ -265,7 +263,7 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
         metrics.update({
             "model": model_name, "data": str(data), "n_questions": len(rows),
             "duplicate_predictions_ignored": duplicates,
-            "context": context_report(predictions, context),
+            "context": prediction_context(predictions, context),
             "generated_this_run": generated, "resumed": len(rows) - generated,
             "skipped": load_report.skipped, "n_skipped": len(load_report.skipped),
             "generation": {"do_sample": False, "max_new_tokens": max_new_tokens, "batch_size": batch_size,
@@ -281,17 +279,6 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
 
             build_report([out], out)
         return metrics
-
-
-def context_report(predictions: Sequence[dict[str, Any]], context: ContextPolicy) -> dict[str, Any]:
-    """The policy, what it did (counts by action) and one line per affected row, for metrics.json."""
-    from embodied_r.inference.context_policy import context_summary
-
-    records = [(p.get("meta") or {}).get("context") for p in predictions]
-    summary = context_summary(records, [str(p["id"]) for p in predictions])
-    rows = [{"id": str(p["id"]), **r} for p, r in zip(predictions, records) if r]
-    return {"policy": context.describe(), "affected": summary["affected"], "actions": summary["actions"],
-            "rows": rows}
 
 
 def _check_same_run(out: Path, data: str | Path, model_name: str, completion_prefix: str = "",

@@ -83,6 +83,10 @@ class ContextPolicy:
         return {"rule": self.rule, "max_prompt_tokens": self.max_prompt_tokens,
                 "max_batch_tokens": int(self.max_batch_tokens)}
 
+    def report(self, records: Iterable[tuple[str, dict[str, Any] | None]]) -> dict[str, Any]:
+        """The policy and ``context_summary`` of ``(id, FittedPrompt.record())`` pairs (metrics, context.json)."""
+        return {"policy": self.describe(), **context_summary(records)}
+
 
 def model_context_length(model: Any) -> int:
     """The context length a model's config states (``max_position_embeddings``), else 2,048."""
@@ -109,6 +113,7 @@ class FittedPrompt:
     frames_dropped: int = 0
     reason: str = ""
     token_ids: list[int] = field(default_factory=list, repr=False)  # the rendered, fitted prompt
+    completion_prefix: str = ""  # part of token_ids: the opening of the assistant turn the model continues
 
     @property
     def skipped(self) -> bool:
@@ -181,10 +186,10 @@ def fit_chat(tokenizer: Any, messages: Messages, limit: int, rule: str = DEFAULT
     ids = _token_ids(tokenizer, messages, completion_prefix)
     total = len(ids)
     if total <= limit:
-        return FittedPrompt(messages, "fits", total, total, limit, token_ids=ids)
+        return FittedPrompt(messages, "fits", total, total, limit, token_ids=ids, completion_prefix=completion_prefix)
 
     def skipped(reason: str) -> FittedPrompt:
-        return FittedPrompt(None, "skipped", total, 0, limit, reason=reason)
+        return FittedPrompt(None, "skipped", total, 0, limit, reason=reason, completion_prefix=completion_prefix)
 
     if rule == "skip":
         return skipped(f"{total} prompt tokens exceed the limit of {limit}")
@@ -209,7 +214,7 @@ def fit_chat(tokenizer: Any, messages: Messages, limit: int, rule: str = DEFAULT
         kept = cache[count] if count in cache else _token_ids(tokenizer, without_oldest_frames(messages, count),
                                                               completion_prefix)
         return FittedPrompt(without_oldest_frames(messages, count), "dropped-frames", total, len(kept), limit,
-                            frames_dropped=count, token_ids=kept)
+                            frames_dropped=count, token_ids=kept, completion_prefix=completion_prefix)
     # truncate-left: keep the last k tokens of the user text, the largest k that fits.
     content = messages[index]["content"]
     user_ids = tokenizer(content, add_special_tokens=False)["input_ids"]
@@ -230,31 +235,31 @@ def fit_chat(tokenizer: Any, messages: Messages, limit: int, rule: str = DEFAULT
         return skipped(f"{total} prompt tokens exceed the limit of {limit}")
     fitted = cut(len(user_ids) - drop)
     kept = _token_ids(tokenizer, fitted, completion_prefix)
-    return FittedPrompt(fitted, "truncated-left", total, len(kept), limit, token_ids=kept)
+    return FittedPrompt(fitted, "truncated-left", total, len(kept), limit, token_ids=kept,
+                        completion_prefix=completion_prefix)
 
 
 def fit_chats(tokenizer: Any, conversations: Sequence[Messages], limit: int, rule: str = DEFAULT_RULE,
               completion_prefix: str = "") -> list[FittedPrompt]:
-    """``fit_chat`` for every conversation; logs one line per prompt that was cut or skipped."""
+    """``fit_chat`` for every conversation; logs one line when any prompt was cut or skipped (callers
+    record the details per row)."""
     fitted = [fit_chat(tokenizer, c, limit, rule, completion_prefix) for c in conversations]
-    for number, fit in enumerate(fitted):
-        if fit.action != "fits":
-            logger.warning("prompt %d: %d tokens, limit %d: %s%s", number, fit.prompt_tokens, limit, fit.action,
-                           f" ({fit.reason})" if fit.reason else f", {fit.kept_tokens} tokens kept")
+    actions = Counter(f.action for f in fitted if f.action != "fits")
+    if actions:
+        logger.warning("%d of %d prompt(s) exceed the %d-token limit: %s", sum(actions.values()), len(fitted), limit,
+                       dict(actions))
     return fitted
 
 
-def context_summary(records: Iterable[dict[str, Any] | None], ids: Iterable[str] | None = None) -> dict[str, Any]:
-    """Counts of what the policy did over many rows (``FittedPrompt.record`` values), with the affected ids.
+def context_summary(records: Iterable[tuple[str, dict[str, Any] | None]]) -> dict[str, Any]:
+    """Counts of what the policy did over many rows, and one entry per affected row, from
+    ``(id, FittedPrompt.record())`` pairs.
 
-    >>> context_summary([None, {"action": "skipped"}, {"action": "dropped-frames"}], ["a", "b", "c"])
-    {'affected': 2, 'actions': {'skipped': 1, 'dropped-frames': 1}, 'ids': ['b', 'c']}
+    >>> context_summary([("a", None), ("b", {"action": "skipped"})])
+    {'affected': 1, 'actions': {'skipped': 1}, 'rows': [{'id': 'b', 'action': 'skipped'}]}
     """
-    records = list(records)
-    names = list(ids) if ids is not None else [str(i) for i in range(len(records))]
-    affected = [(name, r) for name, r in zip(names, records) if r]
-    return {"affected": len(affected), "actions": dict(Counter(r["action"] for _, r in affected)),
-            "ids": [name for name, _ in affected]}
+    rows = [{"id": str(name), **record} for name, record in records if record]
+    return {"affected": len(rows), "actions": dict(Counter(r["action"] for r in rows)), "rows": rows}
 
 
 # ---------------------------------------------------------------------------------------------------

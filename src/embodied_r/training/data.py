@@ -80,34 +80,28 @@ def load_prompt_rows(source: str | Path, limit: int | None = None) -> list[Promp
 def fit_rows_to_context(rows: list[PromptRow], tokenizer: Any, policy: Any, limit: int,
                         completion_prefix: str = "") -> tuple[list[PromptRow], dict[str, Any]]:
     """Rows whose prompts fit ``limit`` tokens by ``policy``'s rule (cut rows carry ``meta.context``;
-    skipped rows are left out) and a report of what was done, row by row.
+    skipped rows are left out) and a report of what was done, row by row (``ContextPolicy.report``).
 
     Image rows (Robot-R1's vision path) are passed through unmeasured: their image tokens are counted by
     the processor, not here, and their text is a few hundred tokens.
     """
     import dataclasses
 
-    from embodied_r.inference.context_policy import context_summary, fit_chat
+    from embodied_r.inference.context_policy import fit_chat
 
     kept: list[PromptRow] = []
-    affected: list[dict[str, Any]] = []
+    records: list[tuple[str, dict[str, Any] | None]] = []
     for row in rows:
         if has_image(row):
             kept.append(row)
             continue
         fit = fit_chat(tokenizer, row.prompt, limit, policy.rule, completion_prefix)
         record = fit.record()
-        if record:
-            affected.append({"id": row.id, **record})
-        if fit.skipped:
-            continue
-        if record:
-            row = dataclasses.replace(row, prompt=fit.messages, meta={**row.meta, "context": record})
-        kept.append(row)
-    summary = context_summary(affected, [a["id"] for a in affected])
-    report = {"policy": policy.describe(), "limit": limit, "rows": len(rows), "kept": len(kept),
-              "affected": summary["affected"], "actions": summary["actions"], "details": affected}
-    return kept, report
+        records.append((row.id, record))
+        if not fit.skipped:
+            kept.append(dataclasses.replace(row, prompt=fit.messages, meta={**row.meta, "context": record})
+                        if record else row)
+    return kept, {**policy.report(records), "limit": limit, "total": len(rows), "kept": len(kept)}
 
 
 def has_image(row: PromptRow) -> bool:

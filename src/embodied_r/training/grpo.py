@@ -302,7 +302,7 @@ def _fit_to_context(recipe: Recipe, rows: list[Any], model_path: str,
     if not fitted:
         raise RecipeError(f"{recipe.train_data}: no training row fits the model's context under the "
                           f"{policy.rule} rule (limit {limit} prompt tokens); see {recipe.output_dir / 'context.json'}")
-    return fitted, {k: report[k] for k in ("policy", "limit", "rows", "kept", "affected", "actions")}
+    return fitted, {k: v for k, v in report.items() if k != "rows"}  # the per-row list stays in context.json
 
 
 def build_trainer(
