@@ -123,7 +123,9 @@ def test_factory_in_the_table_takes_a_judge() -> None:
 
 
 def test_reference_judge_answers_with_option_letters(tiny_lm_dir) -> None:
-    judge = ReferenceJudge.from_pretrained(str(tiny_lm_dir), dtype="float32", device="cpu", max_batch_size=8)
+    judge = ReferenceJudge.from_pretrained(
+        str(tiny_lm_dir), dtype="float32", device="cpu", max_batch_size=8, scoring="letter"
+    )
     questions = [question_for_judge(PROMPT, OPTIONS)] * 3 + ["Question: which?\nChoices:\nA. x\nB. y"]
     thinks = ["short", "a much longer thinking process about the chair on the right " * 5, "left", "y"]
     options = [OPTIONS] * 3 + [["A. x", "B. y"]]
@@ -132,7 +134,7 @@ def test_reference_judge_answers_with_option_letters(tiny_lm_dir) -> None:
     letters = judge.judge(questions, thinks, options)
     assert letters[:3] == [max(s, key=s.get) for s in scores[:3]] and letters[3] in ("A", "B")
     # Batched (left-padded) and one-by-one scoring agree: padding does not leak into the answer.
-    single = ReferenceJudge(judge.model, judge.tokenizer, max_batch_size=1).letter_scores(
+    single = ReferenceJudge(judge.model, judge.tokenizer, max_batch_size=1, scoring="letter").letter_scores(
         questions, thinks, options
     )
     for batched, alone in zip(scores, single):

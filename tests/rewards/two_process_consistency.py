@@ -55,7 +55,7 @@ def main() -> None:
         results["second"] = f"JudgeError: {exc}"
 
     # A real (tiny) judge whose context cannot hold one question, on rank 1's first row (global row 6).
-    judge = ReferenceJudge.from_pretrained(tiny, dtype="float32", device="cpu", max_prompt_tokens=300)
+    judge = ReferenceJudge.from_pretrained(tiny, dtype="float32", device="cpu", max_prompt_tokens=330)
     prompts = [prompt] * 6
     if rank == 1:
         prompts[0] = build_reasoner_messages([{"delta": "a chair"}], "Where is the chair? " * 100, OPTIONS)

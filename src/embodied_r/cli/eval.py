@@ -54,6 +54,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     extra.add_argument("--judge-sees-letters", action="store_true",
                        help="let the judge read option letters in the reasoning (the official rule); default: "
                        "letters are masked, so only reasoning whose content leads to the answer counts")
+    extra.add_argument("--judge-scoring", choices=("option-text", "letter"), default=None,
+                       help="how a local judge answers: option-text (each option's text scored after the "
+                       "reasoning, calibrated; default) or letter (next-token option letter, the official rule)")
     extra.add_argument("--no-report", action="store_true", help="skip report.html and plots")
     return parser
 
@@ -105,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
                            perception=perception, engine=args.engine, prompt_version=args.prompt_version,
                            baselines=baselines, judge=args.judge, judge_model=args.judge_model,
                            report=not args.no_report, completion_prefix=args.completion_prefix,
-                           judge_sees_letters=args.judge_sees_letters, context=context_policy(args))
+                           judge_sees_letters=args.judge_sees_letters, judge_scoring=args.judge_scoring,
+                           context=context_policy(args))
     print_metrics(metrics)
     return 0
 

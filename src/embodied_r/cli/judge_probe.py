@@ -51,6 +51,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "letters are masked, as the consistency reward does by default",
     )
     parser.add_argument(
+        "--scoring",
+        choices=("option-text", "letter"),
+        default=None,
+        help="how a local judge answers: option-text (each option's text scored after the reasoning, "
+        "calibrated by the same with an empty reasoning; default) or letter (the official next-token letter)",
+    )
+    parser.add_argument(
         "--min-agreement", type=float, default=0.8, help="content agreement needed (default: 0.8)"
     )
     parser.add_argument(
@@ -92,11 +99,12 @@ def run(args: argparse.Namespace) -> int:
             judge_model=args.judge_model,
             dtype=args.dtype,
             sees_letters=args.sees_letters,
+            scoring=args.scoring,
         )
         result = run_probe(
             judge, cases, min_agreement=args.min_agreement, max_letter_share=args.max_letter_share
         )
-    except JudgeError as exc:
+    except (JudgeError, ValueError) as exc:  # ValueError: a scoring rule the judge cannot use
         raise CLIError(str(exc)) from exc
     rows_out = [
         ["content only: answers its option", result.agreement.get("content")],
@@ -108,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     rows_out.append(["seconds per judgement", result.seconds_per_judgement])
     print_table(
         f"judge probe: {result.judge} ({result.cases} cases, {result.questions} questions, letters "
-        f"{'visible' if result.sees_letters else 'masked'})",
+        f"{'visible' if result.sees_letters else 'masked'}, {result.scoring} scoring)",
         ["", "value"],
         rows_out,
     )

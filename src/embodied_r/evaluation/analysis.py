@@ -78,7 +78,7 @@ def vlm_only_baseline(rows: Sequence[PromptRow], perception: Any, out: Path) -> 
 
 def run_consistency(spec: str | None, judge_model: str | None, model_name: str, dtype: str,
                     rows: Sequence[PromptRow], predictions: Sequence[dict[str, Any]], out: Path,
-                    sees_letters: bool = False) -> dict[str, Any]:
+                    sees_letters: bool = False, scoring: str | None = None) -> dict[str, Any]:
     """The logical-consistency rate with ``spec``'s judge, its probe and identity flags, or why it was not
     measured."""
     if not spec:
@@ -87,7 +87,8 @@ def run_consistency(spec: str | None, judge_model: str | None, model_name: str, 
     from embodied_r.evaluation.judge_identity import judge_flags
 
     try:
-        judge = make_judge(spec, model_name, judge_model=judge_model, dtype=dtype, sees_letters=sees_letters)
+        judge = make_judge(spec, model_name, judge_model=judge_model, dtype=dtype, sees_letters=sees_letters,
+                           scoring=scoring)
         probe = probe_for_eval(judge, rows, out)
         judgements = judge_predictions(judge, {r.id: r for r in rows}, predictions, out / "judgements.jsonl")
     except Exception as exc:  # noqa: BLE001 - recorded in metrics.json; predictions are already safe on disk
@@ -99,7 +100,8 @@ def run_consistency(spec: str | None, judge_model: str | None, model_name: str, 
         flags.append("weak judge: it failed its probe, so this rate does not measure consistency")
     for flag in flags:
         logger.warning("consistency judge %s: %s", name, flag)
-    return {"status": "ok", "judge": name, "sees_letters": sees_letters, "probe": probe, "flags": flags,
+    return {"status": "ok", "judge": name, "sees_letters": sees_letters, "scoring": getattr(judge, "scoring", None),
+            "probe": probe, "flags": flags,
             **consistency_summary(judgements)}
 
 

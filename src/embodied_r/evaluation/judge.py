@@ -27,15 +27,15 @@ logger = logging.getLogger(__name__)
 
 
 def make_judge(spec: str, policy_model: str, judge_model: str | None = None, dtype: str = "auto",
-               sees_letters: bool = False) -> Any:
+               sees_letters: bool = False, scoring: str | None = None) -> Any:
     """``policy`` (a frozen copy of the evaluated model), a model name/path, or an ``http(s)://`` URL of
     an OpenAI-compatible endpoint serving ``judge_model``; built by the reward's own factory."""
     from embodied_r.inference.judges import build_judge
 
     if spec.startswith(("http://", "https://")):
         return build_judge({"base_url": spec, "model": judge_model or policy_model}, policy_model, dtype=dtype,
-                           sees_letters=sees_letters)
-    return build_judge(spec, policy_model, dtype=dtype, sees_letters=sees_letters)
+                           sees_letters=sees_letters, scoring=scoring)
+    return build_judge(spec, policy_model, dtype=dtype, sees_letters=sees_letters, scoring=scoring)
 
 
 def judge_predictions(judge: Any, rows: Mapping[str, PromptRow], predictions: Sequence[Mapping[str, Any]],

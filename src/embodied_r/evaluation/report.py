@@ -227,9 +227,10 @@ def _consistency_section(consistency: dict[str, Any]) -> str:
     agreement = (probe.get("agreement") or {}).get("content")
     verdict = {True: "passed", False: "FAILED"}.get(probe.get("passed"), "not run")
     section = "<h2>Logical consistency</h2>" + _table(
-        ["judge", "letters", "judged", "consistent", "rate", "rate (unjudged count as inconsistent)",
+        ["judge", "letters", "scoring", "judged", "consistent", "rate", "rate (unjudged count as inconsistent)",
          "judge probe", "probe: content agreement", "probe: most frequent letter"],
-        [[consistency.get("judge"), "visible" if consistency.get("sees_letters") else "masked", str(o["judged"]),
+        [[consistency.get("judge"), "visible" if consistency.get("sees_letters") else "masked",
+          consistency.get("scoring") or (probe.get("scoring") or "letter"), str(o["judged"]),
           str(o["consistent"]), o["rate"], o["rate_all"], verdict, agreement,
           f"{probe.get('top_letter')} ({_fmt(probe.get('top_letter_share'))})" if probe.get("top_letter") else None]])
     notes = [html.escape(str(probe.get("message", "")))] if probe.get("message") else []

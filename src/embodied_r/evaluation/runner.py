@@ -207,6 +207,7 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
              engine: str = "auto", prompt_version: str = "official-v1", baselines: Sequence[str] = ("random", "prior"),
              direct_max_new_tokens: int = 16, judge: str | None = None, judge_model: str | None = None,
              report: bool = True, completion_prefix: str = "", judge_sees_letters: bool = False,
+             judge_scoring: str | None = None,
              context: ContextPolicy | None = None) -> dict[str, Any]:
     """Evaluate ``model_name`` on ``data``; write predictions.jsonl, metrics.json (and report.html) into ``out_dir``.
 
@@ -257,7 +258,7 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
         baseline_tables = run_baselines(baselines, rows, out, engine_factory, batch_size,
                                         direct_max_new_tokens, perception, context=context)
         consistency = run_consistency(judge, judge_model, model_name, dtype, rows, predictions, out,
-                                      sees_letters=judge_sees_letters)
+                                      sees_letters=judge_sees_letters, scoring=judge_scoring)
         engine_name = cache["engine"].name if "engine" in cache else None
         metrics = assemble_metrics(predictions, rows, baseline_tables, consistency, load_report)
         metrics.update({

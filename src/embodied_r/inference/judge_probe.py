@@ -80,6 +80,7 @@ class ProbeCase:
 class ProbeResult:
     judge: str
     sees_letters: bool
+    scoring: str | None
     cases: int
     questions: int
     agreement: dict[str, float | None] = field(default_factory=dict)  # per kind: answer == content target
@@ -103,7 +104,8 @@ class ProbeResult:
         """One line: the numbers a user needs to decide about this judge."""
         content = self.agreement.get("content")
         parts = [
-            f"judge {self.judge}: content agreement {_pct(content)}",
+            f"judge {self.judge}" + (f" ({self.scoring} scoring)" if self.scoring else "")
+            + f": content agreement {_pct(content)}",
             f"with the letter named {_pct(self.agreement.get('named'))}",
             f"follows a contradicting letter {_pct(self.follows_named_letter)}",
             f"most frequent letter {self.top_letter} on {_pct(self.top_letter_share)}",
@@ -247,6 +249,7 @@ def run_probe(
     result = ProbeResult(
         judge=str(getattr(judge, "name", type(judge).__name__)),
         sees_letters=bool(getattr(judge, "sees_letters", False)),
+        scoring=getattr(judge, "scoring", None),
         cases=len(cases),
         questions=len({c.question for c in cases}),
         agreement=agreement,
@@ -299,6 +302,7 @@ def probe_fingerprint(judge: Judge, rows: Sequence[Any], **settings: Any) -> dic
     return {
         "judge": str(getattr(judge, "name", type(judge).__name__)),
         "sees_letters": bool(getattr(judge, "sees_letters", False)),
+        "scoring": getattr(judge, "scoring", None),
         "rows": hashlib.sha1("\n".join(ids).encode("utf-8")).hexdigest()[:16],
         **settings,
     }

@@ -4,8 +4,12 @@ Embodied-R's logical-consistency reward (and the consistency rate in evaluation)
 reference model the question with its choices and the policy's ``<think>`` text, and asks for an
 option letter. Two kinds of judge share one prompt (``judge_messages``) and one decision rule:
 
-- ``ReferenceJudge``: a local causal LM; the answer is the option letter of highest next-token logit
-  (only the last position's logits are computed), so it is always a letter;
+- ``ReferenceJudge``: a local causal LM, with one of two scoring rules (``SCORING_RULES``):
+  ``option-text`` (the default) scores each option's *text* as the continuation of "The thinking leads
+  to the option:", calibrated by the same option's score when the reasoning is empty, and answers the
+  best option's letter; ``letter`` (the official rule) answers the option letter of highest next-token
+  logit. Small models read a reasoning's content far better by the first rule: they copy text they
+  have just read, but their letter choice is dominated by a fixed preference (docs/consistency.md);
 - ``OpenAIJudge``: any OpenAI-compatible endpoint (vLLM / SGLang / hosted), greedy, constrained to
   the letters where the server supports it.
 
@@ -32,7 +36,7 @@ from typing import Any, Protocol
 from embodied_r.core.chat import last_user_text
 from embodied_r.inference.context_policy import token_budget_batches
 from embodied_r.inference.letter_mask import mask_option_letters
-from embodied_r.reasoning.parsing import DEFAULT_LETTERS, option_letters
+from embodied_r.reasoning.parsing import DEFAULT_LETTERS, option_letters, option_texts
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +45,12 @@ _QUESTION_RE = re.compile(r"Question\s*:", re.IGNORECASE)
 # Endpoints have no tokenizer here: an over-long think is cut from the front to this many characters.
 MAX_THINK_CHARS = 6000
 CUT_MARK = "... "
+SCORING_RULES = ("option-text", "letter")
+DEFAULT_SCORING = "option-text"
+# The assistant turn the option texts are scored after (option-text scoring). Chosen on the probe of a
+# training split among three phrasings; "... concludes that the answer is" was 15-20 points worse.
+OPTION_ANSWER_PREFIX = "The thinking leads to the option:"
+_CALIBRATION_CACHE_SIZE = 4096
 
 
 class JudgeError(RuntimeError):
@@ -140,8 +150,12 @@ class ReferenceJudge:
         max_batch_tokens: int = 16384,
         sees_letters: bool = False,
         name: str = "reference",
+        scoring: str = DEFAULT_SCORING,
     ) -> None:
         from embodied_r.reasoning.models import prepare_tokenizer
+
+        if scoring not in SCORING_RULES:
+            raise ValueError(f"judge scoring {scoring!r} not known; use one of {', '.join(SCORING_RULES)}")
 
         self.model = model
         self.tokenizer = prepare_tokenizer(tokenizer)
@@ -151,8 +165,12 @@ class ReferenceJudge:
         self.max_batch_tokens = max(self.max_prompt_tokens, int(max_batch_tokens))
         self.sees_letters = bool(sees_letters)
         self.name = name
+        self.scoring = scoring
         self.last_report = JudgeReport()
         self._letter_ids: dict[str, list[int]] = {}
+        # option-text scoring: each question's option scores with an empty reasoning (the calibration),
+        # computed once per question; a GRPO step asks about the same question G times.
+        self._calibration: dict[tuple[str, tuple[str, ...]], list[float]] = {}
         model.eval()
         for parameter in model.parameters():
             parameter.requires_grad_(False)
@@ -189,30 +207,34 @@ class ReferenceJudge:
 
     # -- fitting a prompt into the context -----------------------------------------------------------
 
-    def _encode(self, question: str, think: str, letters: Sequence[str]) -> list[int]:
+    def _encode(self, question: str, think: str, letters: Sequence[str], answer_prefix: str = "") -> list[int]:
         from embodied_r.core.chat import render_chat
 
-        text = render_chat(self.tokenizer, judge_messages(question, think, letters))
+        text = render_chat(self.tokenizer, judge_messages(question, think, letters), completion_prefix=answer_prefix)
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def fit_prompt(self, question: str, think: str, letters: Sequence[str]) -> tuple[list[int] | None, int]:
-        """Token ids of the whole judge prompt within ``max_prompt_tokens`` and the number of think
-        tokens cut from its front; ``(None, 0)`` when the question alone does not fit."""
-        limit = self.max_prompt_tokens
-        ids = self._encode(question, think, letters)
+    def fit_prompt(
+        self, question: str, think: str, letters: Sequence[str], answer_prefix: str = "", reserve: int = 0
+    ) -> tuple[list[int] | None, int]:
+        """Token ids of the whole judge prompt (ending in ``answer_prefix``) within ``max_prompt_tokens``
+        less ``reserve`` tokens, and the number of think tokens cut from its front; ``(None, 0)`` when the
+        question alone does not fit."""
+        limit = self.max_prompt_tokens - reserve
+        ids = self._encode(question, think, letters, answer_prefix)
         if len(ids) <= limit:
             return ids, 0
-        if len(self._encode(question, CUT_MARK, letters)) > limit:
+        if len(self._encode(question, CUT_MARK, letters, answer_prefix)) > limit:
             return None, 0
         think_ids = self.tokenizer.encode(think, add_special_tokens=False)
         keep = max(0, len(think_ids) - (len(ids) - limit))
         # Re-tokenising the joined text can merge tokens at the seams, so shrink until it fits.
         while keep > 0:
-            ids = self._encode(question, CUT_MARK + self.tokenizer.decode(think_ids[-keep:]), letters)
+            cut = CUT_MARK + self.tokenizer.decode(think_ids[-keep:])
+            ids = self._encode(question, cut, letters, answer_prefix)
             if len(ids) <= limit:
                 return ids, len(think_ids) - keep
             keep -= max(1, len(ids) - limit)
-        return self._encode(question, CUT_MARK, letters), len(think_ids)
+        return self._encode(question, CUT_MARK, letters, answer_prefix), len(think_ids)
 
     # -- scoring ---------------------------------------------------------------------------------------
 
@@ -275,17 +297,142 @@ class ReferenceJudge:
                 }
         return scores
 
+    def option_scores(
+        self, questions: Sequence[str], thinks: Sequence[str], options: Sequence[list[str] | None]
+    ) -> list[dict[str, float] | None]:
+        """Per prompt, each option's calibrated score: log P(option text | question, think) minus
+        log P(option text | question, empty think), both after ``OPTION_ANSWER_PREFIX`` (None: no
+        options, or the question does not fit the context).
+
+        The calibration removes what the model prefers regardless of the reasoning (short, frequent or
+        first-listed texts), so what remains is how much the reasoning moved it toward each option.
+        """
+        report = JudgeReport(rows=len(questions))
+        requests: list[tuple[list[int], list[list[int]]]] = []  # (prompt ids, option ids) to score
+        plan: list[tuple[tuple[str, ...], int, tuple[str, tuple[str, ...]] | None] | None] = []
+        calibrate: dict[tuple[str, tuple[str, ...]], int] = {}
+        for question, think, opts in zip(questions, thinks, options, strict=True):
+            texts = option_texts(opts) if opts else {}
+            if len(texts) < 2:
+                report.not_judged += 1
+                plan.append(None)
+                continue
+            letters = tuple(texts)
+            option_ids = [self.tokenizer.encode(" " + texts[x], add_special_tokens=False) for x in letters]
+            reserve = max(len(ids) for ids in option_ids)
+            ids, cut = self.fit_prompt(question, think, letters, OPTION_ANSWER_PREFIX, reserve)
+            if ids is None:
+                report.not_judged += 1
+                plan.append(None)
+                continue
+            report.thinks_cut += int(cut > 0)
+            key = (question, tuple(str(o) for o in opts or ()))
+            if key not in self._calibration and key not in calibrate:
+                empty, _ = self.fit_prompt(question, "", letters, OPTION_ANSWER_PREFIX, reserve)
+                calibrate[key] = len(requests)
+                requests.append((empty or ids, option_ids))
+            plan.append((letters, len(requests), key))
+            requests.append((ids, option_ids))
+        self.last_report = report
+        if report.not_judged:
+            logger.warning(
+                "judge %s: %d of %d row(s) not judged (no options, or too long for its %d-token context "
+                "even without reasoning)",
+                self.name,
+                report.not_judged,
+                report.rows,
+                self.max_prompt_tokens,
+            )
+        sums = self._option_logprob_sums(requests)
+        if len(self._calibration) + len(calibrate) > _CALIBRATION_CACHE_SIZE:
+            self._calibration.clear()
+        for key, index in calibrate.items():
+            self._calibration[key] = sums[index]
+        scores: list[dict[str, float] | None] = []
+        for entry in plan:
+            if entry is None:
+                scores.append(None)
+                continue
+            letters, index, key = entry
+            base = self._calibration[key]
+            scores.append({x: sums[index][j] - base[j] for j, x in enumerate(letters)})
+        return scores
+
+    def _option_logprob_sums(self, requests: Sequence[tuple[list[int], list[list[int]]]]) -> list[list[float]]:
+        """For each (prompt ids, option ids), the summed log-probability of every option's tokens as the
+        prompt's continuation. The prompt is encoded once per request and its cache shared by the
+        options; rows are left-padded with explicit positions, so batching does not change a score."""
+        import torch
+
+        out: list[list[float]] = [[] for _ in requests]
+        device = next(self.model.parameters()).device
+        pad_id = self.tokenizer.pad_token_id
+        costs = [(len(p) + max(map(len, o))) * len(o) for p, o in requests]
+        for batch in token_budget_batches(costs, self.max_batch_tokens, self.max_batch_size):
+            k = max(len(requests[i][1]) for i in batch)
+            width = max(len(requests[i][0]) for i in batch)
+            span = max(len(ids) for i in batch for ids in requests[i][1])
+            prompt = torch.full((len(batch), width), pad_id, dtype=torch.long)
+            prompt_mask = torch.zeros((len(batch), width), dtype=torch.long)
+            options = torch.full((len(batch) * k, span), pad_id, dtype=torch.long)
+            option_mask = torch.zeros((len(batch) * k, span), dtype=torch.long)
+            for row, index in enumerate(batch):
+                ids, option_ids = requests[index]
+                prompt[row, width - len(ids) :] = torch.tensor(ids)
+                prompt_mask[row, width - len(ids) :] = 1
+                for j, oid in enumerate(option_ids):
+                    options[row * k + j, : len(oid)] = torch.tensor(oid)
+                    option_mask[row * k + j, : len(oid)] = 1
+            prompt_positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+            lengths = prompt_mask.sum(-1, keepdim=True)
+            option_positions = (lengths + torch.arange(span)).repeat_interleave(k, dim=0)
+            with torch.inference_mode():
+                first = self.model(
+                    input_ids=prompt.to(device),
+                    attention_mask=prompt_mask.to(device),
+                    position_ids=prompt_positions.to(device),
+                    use_cache=True,
+                    logits_to_keep=1,
+                )
+                first_logp = first.logits[:, -1, :].float().log_softmax(-1).repeat_interleave(k, dim=0)
+                cache = first.cache if getattr(first, "cache", None) is not None else first.past_key_values
+                cache.batch_repeat_interleave(k)
+                rest = self.model(
+                    input_ids=options.to(device),
+                    attention_mask=torch.cat([prompt_mask.repeat_interleave(k, dim=0), option_mask], -1).to(device),
+                    position_ids=option_positions.to(device),
+                    **{_cache_argument(self.model): cache},
+                ).logits.float().log_softmax(-1)
+            options, option_mask = options.to(device), option_mask.to(device)
+            token_logp = first_logp.gather(1, options[:, :1])  # the first option token, from the prompt
+            if span > 1:  # later tokens, each from the position before it
+                later = rest[:, :-1, :].gather(2, options[:, 1:, None]).squeeze(-1)
+                token_logp = torch.cat([token_logp, later], dim=1)
+            totals = (token_logp * option_mask).sum(-1).cpu()
+            for row, index in enumerate(batch):
+                out[index] = [float(totals[row * k + j]) for j in range(len(requests[index][1]))]
+        return out
+
     def judge(
         self, questions: Sequence[str], thinks: Sequence[str], options: Sequence[list[str] | None]
     ) -> list[str | None]:
         if not questions:
             self.last_report = JudgeReport()
             return []
+        score = self.option_scores if self.scoring == "option-text" else self.letter_scores
         try:
-            scores = self.letter_scores(questions, thinks, options)
+            scores = score(questions, thinks, options)
         except Exception as exc:  # noqa: BLE001 - re-raised as a JudgeError the reward counts
             raise JudgeError(f"reference model {self.name} failed: {type(exc).__name__}: {exc}") from exc
         return [max(s, key=s.get) if s else None for s in scores]
+
+
+def _cache_argument(model: Any) -> str:
+    """The forward argument that takes a KV cache: ``cache`` in recent transformers 5 releases,
+    ``past_key_values`` before (and still accepted, with a deprecation warning)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 def default_device() -> str:
@@ -330,6 +477,7 @@ class OpenAIJudge:
             constrain,
         )
         self.sees_letters = bool(sees_letters)
+        self.scoring = "letter"
         self.name = f"{model}@{base_url}"
         self.last_report = JudgeReport()
 
@@ -404,26 +552,40 @@ class OpenAIJudge:
 # ---------------------------------------------------------------------------------------------------
 
 
-def build_judge(spec: Any, policy_model: str, dtype: str = "auto", sees_letters: bool = False) -> Judge:
+def build_judge(
+    spec: Any, policy_model: str, dtype: str = "auto", sees_letters: bool = False, scoring: str | None = None
+) -> Judge:
     """A judge from a recipe's ``reference_model``: ``"policy"``/None (a frozen copy of the starting
-    policy), a model name/path, or ``{"base_url": ..., "model": ...}`` for an endpoint."""
+    policy), a model name/path, or ``{"base_url": ..., "model": ...}`` for an endpoint.
+
+    ``scoring`` is a local judge's rule (``SCORING_RULES``; None: ``DEFAULT_SCORING``). An endpoint
+    always answers by letter (a chat endpoint returns a reply, not the likelihood of given texts), so
+    asking it for ``option-text`` is an error."""
+    if scoring is not None and scoring not in SCORING_RULES:
+        raise ValueError(f"judge scoring {scoring!r} not known; use one of {', '.join(SCORING_RULES)}")
+    local = {"sees_letters": sees_letters, "scoring": scoring or DEFAULT_SCORING}
     if spec is None or spec == "policy":
-        return ReferenceJudge.from_pretrained(policy_model, dtype=dtype, sees_letters=sees_letters)
+        return ReferenceJudge.from_pretrained(policy_model, dtype=dtype, **local)
     if isinstance(spec, str):
         if spec.startswith(("http://", "https://")):
             raise ValueError(
                 f"reference_model {spec!r}: give an endpoint as {{base_url: {spec}, model: NAME}}"
             )
-        return ReferenceJudge.from_pretrained(spec, dtype=dtype, sees_letters=sees_letters)
+        return ReferenceJudge.from_pretrained(spec, dtype=dtype, **local)
     if isinstance(spec, dict) and "base_url" in spec:
         options = {"sees_letters": sees_letters, **spec}
+        if options.pop("scoring", scoring) not in (None, "letter"):
+            raise ValueError(
+                "an endpoint judge answers by letter; option-text scoring needs a local model "
+                "(drop the scoring setting, or give judge_scoring: letter)"
+            )
         judge = OpenAIJudge(
             base_url=options.pop("base_url"), model=options.pop("model", policy_model), **options
         )
         judge.check()
         return judge
     if isinstance(spec, dict) and "model" in spec:
-        options = {"sees_letters": sees_letters, **spec}
+        options = {**local, **spec}
         name = options.pop("model")
         return ReferenceJudge.from_pretrained(
             policy_model if name == "policy" else name, dtype=options.pop("dtype", dtype), **options
@@ -438,7 +600,9 @@ __all__ = [
     "Judge",
     "JudgeError",
     "JudgeReport",
+    "DEFAULT_SCORING",
     "OpenAIJudge",
+    "SCORING_RULES",
     "ReferenceJudge",
     "build_judge",
     "judge_messages",

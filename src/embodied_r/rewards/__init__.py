@@ -32,6 +32,7 @@ def _consistency_factory(
     policy_model: str | None = None,
     dtype: str = "auto",
     sees_letters: bool = False,
+    scoring: str | None = None,
     **options: Any,
 ) -> Any:
     """Build the consistency reward; ``judge`` (any object with ``.judge(...)``) wins over a model spec."""
@@ -43,7 +44,9 @@ def _consistency_factory(
             raise ValueError(
                 "the consistency reward needs policy_model (the starting policy) or a reference_model"
             )
-        judge = build_judge(reference_model, policy_model or "", dtype=dtype, sees_letters=sees_letters)
+        judge = build_judge(
+            reference_model, policy_model or "", dtype=dtype, sees_letters=sees_letters, scoring=scoring
+        )
     return ConsistencyReward(judge, **options)
 
 

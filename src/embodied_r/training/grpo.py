@@ -219,6 +219,7 @@ def build_rewards(recipe: Recipe, model_path: str, judge: Any = None) -> list[An
                 "dtype": recipe.dtype,
                 "judge": judge,
                 "sees_letters": recipe.judge_sees_letters,
+                "scoring": recipe.judge_scoring,
                 **options,
             }
         funcs.append(get_reward(name, **options))

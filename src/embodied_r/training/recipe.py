@@ -37,6 +37,9 @@ class Recipe:
     # The judge reads option letters in the think text (the official rule); default: letters are masked,
     # so only reasoning whose content leads to the answer is paid.
     judge_sees_letters: bool = False
+    # How a local judge picks its answer: option-text (each option's text scored after the reasoning,
+    # calibrated by the same with an empty reasoning; default) or letter (the official next-token letter).
+    judge_scoring: str | None = None
     # The judge probe run before training: {cases, min_agreement, max_letter_share, seed, conflict}; defaults
     # 64 content cases (plus as many with the letter named and, with conflict: true, a contradicting letter) / 0.8 / 0.5.
     judge_probe: dict[str, Any] | None = None
@@ -206,6 +209,12 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
     for key in ("judge_sees_letters", "allow_weak_judge", "shared_prefix_update"):
         if not isinstance(getattr(recipe, key), bool):
             raise RecipeError(f"{source}: {key!r} must be true or false, got {getattr(recipe, key)!r}")
+    from embodied_r.inference.judges import SCORING_RULES
+
+    if recipe.judge_scoring is not None and recipe.judge_scoring not in SCORING_RULES:
+        raise RecipeError(
+            f"{source}: 'judge_scoring' must be one of {', '.join(SCORING_RULES)}, got {recipe.judge_scoring!r}"
+        )
     from embodied_r.training.judge_gate import probe_settings
 
     try:

