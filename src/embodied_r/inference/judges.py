@@ -47,8 +47,8 @@ MAX_THINK_CHARS = 6000
 CUT_MARK = "... "
 SCORING_RULES = ("option-text", "letter")
 DEFAULT_SCORING = "option-text"
-# The assistant turn the option texts are scored after (option-text scoring). Chosen on the probe of a
-# training split among three phrasings; "... concludes that the answer is" was 15-20 points worse.
+# The assistant turn the option texts are scored after (option-text scoring). Of the two phrasings tried,
+# "The thinking concludes that the answer is" agreed 19 points less often with the probe's content.
 OPTION_ANSWER_PREFIX = "The thinking leads to the option:"
 _CALIBRATION_CACHE_SIZE = 4096
 
@@ -597,12 +597,12 @@ def build_judge(
 
 
 __all__ = [
+    "DEFAULT_SCORING",
+    "SCORING_RULES",
     "Judge",
     "JudgeError",
     "JudgeReport",
-    "DEFAULT_SCORING",
     "OpenAIJudge",
-    "SCORING_RULES",
     "ReferenceJudge",
     "build_judge",
     "judge_messages",
