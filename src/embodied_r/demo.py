@@ -58,9 +58,10 @@ class DemoSize:
     def for_minutes(cls, minutes: float) -> DemoSize:
         # Measured on the idle 2-core CPU this project is developed on (no AVX-512, so fp32), prompts of
         # ~400-1100 tokens (mean ~700): data stages ~20 s; one evaluation of 12 questions with baselines
-        # ~75 s, ~100 s with the consistency judge and its probe; the warm-up (16 examples) ~3 min and the
-        # judge probe ~55 s; one GRPO step of 2 prompts x 4 completions 95-165 s (~130 s). Training gets
-        # what the fixed stages leave.
+        # ~75 s, ~100-145 s with the consistency judge and its probe; the warm-up (16 examples) ~3 min and
+        # the judge probe ~2 min (option-text scoring, 134 cases); one GRPO step of 2 prompts x 4
+        # completions 95-165 s (~130 s; ~60 s with the shared-prefix update). Training gets what the fixed
+        # stages leave.
         if minutes < 3:
             raise ValueError("the demo needs at least 3 minutes")
         small = minutes < 10

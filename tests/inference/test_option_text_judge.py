@@ -87,3 +87,31 @@ def test_the_shipped_model_follows_content_by_option_text_but_not_by_letter() ->
     }
     assert results["option-text"].agreement["content"] >= 0.75
     assert results["option-text"].agreement["content"] >= results["letter"].agreement["content"] + 0.3
+
+
+def test_a_200k_character_think_is_cut_from_the_front_and_still_judged(tiny_lm_dir) -> None:
+    judge = ReferenceJudge.from_pretrained(str(tiny_lm_dir), dtype="float32", device="cpu", max_prompt_tokens=512)
+    think = ("the chair was seen near the sofa. " * 6000)[:200_000] + " So it is behind the green door."
+    (answer,) = judge.judge([QUESTION], [think], [OPTIONS])
+    assert answer in "ABC"
+    assert judge.last_report.thinks_cut == 1 and judge.last_report.not_judged == 0
+    letters = ("A", "B", "C")
+    ids, cut = judge.fit_prompt(QUESTION, think, letters, OPTION_ANSWER_PREFIX, reserve=8)
+    text = judge.tokenizer.decode(ids)
+    # The prompt ends in the reply prefix (the assistant turn survives) and keeps the conclusion.
+    assert len(ids) <= 512 - 8 and cut > 0
+    assert text.rstrip().endswith(OPTION_ANSWER_PREFIX) and "behind the green door" in text
+
+
+def test_calibration_cache_is_bounded_and_a_full_cache_changes_no_score(tiny_lm_dir, monkeypatch) -> None:
+    import embodied_r.inference.judges as judges
+
+    judge = ReferenceJudge.from_pretrained(str(tiny_lm_dir), dtype="float32", device="cpu")
+    other = question_for_judge([{"role": "user", "content": "Question: which?"}], ["A. x", "B. y"])
+    questions, thinks, options = [QUESTION, other], ["right", "y"], [OPTIONS, ["A. x", "B. y"]]
+    first = judge.option_scores(questions, thinks, options)
+    monkeypatch.setattr(judges, "_CALIBRATION_CACHE_SIZE", 2)
+    third = question_for_judge([{"role": "user", "content": "Question: what?"}], ["A. p", "B. q"])
+    again = judge.option_scores([*questions, third], [*thinks, "q"], [*options, ["A. p", "B. q"]])
+    assert len(judge._calibration) <= 2
+    assert again[:2] == [pytest.approx(s, abs=2e-4) for s in first]

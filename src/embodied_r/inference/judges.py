@@ -344,18 +344,18 @@ class ReferenceJudge:
                 self.max_prompt_tokens,
             )
         sums = self._option_logprob_sums(requests)
+        bases = {key: self._calibration[key] for *_, key in filter(None, plan) if key in self._calibration}
+        bases.update({key: sums[index] for key, index in calibrate.items()})
         if len(self._calibration) + len(calibrate) > _CALIBRATION_CACHE_SIZE:
             self._calibration.clear()
-        for key, index in calibrate.items():
-            self._calibration[key] = sums[index]
+        self._calibration.update({key: bases[key] for key in calibrate})
         scores: list[dict[str, float] | None] = []
         for entry in plan:
             if entry is None:
                 scores.append(None)
                 continue
             letters, index, key = entry
-            base = self._calibration[key]
-            scores.append({x: sums[index][j] - base[j] for j, x in enumerate(letters)})
+            scores.append({x: sums[index][j] - bases[key][j] for j, x in enumerate(letters)})
         return scores
 
     def _option_logprob_sums(self, requests: Sequence[tuple[list[int], list[list[int]]]]) -> list[list[float]]:
