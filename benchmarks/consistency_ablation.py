@@ -76,11 +76,11 @@ def run_arm(arm: str, args: argparse.Namespace) -> dict[str, Any]:
     return read_json(out / "eval" / "metrics.json")
 
 
-def consistent_by_question(arm_dir: Path, choice_ids: set[str]) -> dict[str, float]:
+def consistent_by_question(judgements: list[dict[str, Any]], choice_ids: set[str]) -> dict[str, float]:
     """1.0 when the judge reached the model's answer, else 0.0 (no reasoning or no answer counts as not
     consistent: the paper's share of logically consistent outputs), for every choice question."""
-    judged = {j["id"]: j for j in read_jsonl(arm_dir / "eval" / "judgements.jsonl")}
-    return {i: float(bool(judged.get(i, {}).get("consistent"))) for i in choice_ids}
+    by_id = {j["id"]: j for j in judgements}
+    return {i: float(bool(by_id.get(i, {}).get("consistent"))) for i in choice_ids}
 
 
 def main() -> int:
@@ -100,7 +100,8 @@ def main() -> int:
         metrics[arm] = run_arm(arm, args)
     predictions = {arm: {p["id"]: p for p in read_jsonl(args.out / arm / "eval" / "predictions.jsonl")} for arm in ARMS}
     choice_ids = {i for i, p in predictions["accuracy"].items() if p.get("answer_type") == "choice"}
-    consistent = {arm: consistent_by_question(args.out / arm, choice_ids) for arm in ARMS}
+    judgements = {arm: read_jsonl(args.out / arm / "eval" / "judgements.jsonl") for arm in ARMS}
+    consistent = {arm: consistent_by_question(judgements[arm], choice_ids) for arm in ARMS}
     scores = {arm: {i: float(p.get("score") or 0.0) for i, p in predictions[arm].items()} for arm in ARMS}
     result: dict[str, Any] = {"steps": args.steps, "judge": args.judge, "questions": len(scores["accuracy"]),
                               "choice_questions": len(choice_ids), "arms": {}}
@@ -110,8 +111,7 @@ def main() -> int:
         c = metrics[arm].get("consistency") or {}
         probe = c.get("probe") or {}
         rate_all = list(consistent[arm].values())
-        judged = [float(bool(j.get("consistent"))) for j in read_jsonl(args.out / arm / "eval" / "judgements.jsonl")
-                  if j.get("judged")]
+        judged = [float(bool(j.get("consistent"))) for j in judgements[arm] if j.get("judged")]
         row = {
             "accuracy": metrics[arm]["overall"]["micro"], "accuracy_ci95": metrics[arm]["overall"].get("ci95"),
             "consistency_rate_all": sum(rate_all) / len(rate_all) if rate_all else None,

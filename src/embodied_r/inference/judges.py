@@ -238,6 +238,19 @@ class ReferenceJudge:
 
     # -- scoring ---------------------------------------------------------------------------------------
 
+    def _record(self, report: JudgeReport, why: str) -> None:
+        """Keep ``report`` as ``last_report`` and warn when rows were not judged (they answer None)."""
+        self.last_report = report
+        if report.not_judged:
+            logger.warning(
+                "judge %s: %d of %d row(s) not judged (%s; context %d tokens)",
+                self.name,
+                report.not_judged,
+                report.rows,
+                why,
+                self.max_prompt_tokens,
+            )
+
     def letter_scores(
         self, questions: Sequence[str], thinks: Sequence[str], options: Sequence[list[str] | None]
     ) -> list[dict[str, float] | None]:
@@ -254,16 +267,7 @@ class ReferenceJudge:
             report.thinks_cut += int(cut > 0)
             report.not_judged += int(ids is None)
             encoded.append(ids)
-        self.last_report = report
-        if report.not_judged:
-            logger.warning(
-                "judge %s: %d of %d question(s) do not fit its %d-token context even without reasoning; "
-                "they are not judged",
-                self.name,
-                report.not_judged,
-                report.rows,
-                self.max_prompt_tokens,
-            )
+        self._record(report, "too long for its context even without reasoning")
         scores: list[dict[str, float] | None] = [None] * len(encoded)
         device = next(self.model.parameters()).device
         pad_id = self.tokenizer.pad_token_id
@@ -309,7 +313,7 @@ class ReferenceJudge:
         """
         report = JudgeReport(rows=len(questions))
         requests: list[tuple[list[int], list[list[int]]]] = []  # (prompt ids, option ids) to score
-        plan: list[tuple[tuple[str, ...], int, tuple[str, tuple[str, ...]] | None] | None] = []
+        plan: list[tuple[tuple[str, ...], int, tuple[str, tuple[str, ...]]] | None] = []  # None: not judged
         calibrate: dict[tuple[str, tuple[str, ...]], int] = {}
         for question, think, opts in zip(questions, thinks, options, strict=True):
             texts = option_texts(opts) if opts else {}
@@ -333,16 +337,7 @@ class ReferenceJudge:
                 requests.append((empty or ids, option_ids))
             plan.append((letters, len(requests), key))
             requests.append((ids, option_ids))
-        self.last_report = report
-        if report.not_judged:
-            logger.warning(
-                "judge %s: %d of %d row(s) not judged (no options, or too long for its %d-token context "
-                "even without reasoning)",
-                self.name,
-                report.not_judged,
-                report.rows,
-                self.max_prompt_tokens,
-            )
+        self._record(report, "no options, or too long for its context even without reasoning")
         sums = self._option_logprob_sums(requests)
         bases = {key: self._calibration[key] for *_, key in filter(None, plan) if key in self._calibration}
         bases.update({key: sums[index] for key, index in calibrate.items()})

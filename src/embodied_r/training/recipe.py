@@ -38,7 +38,8 @@ class Recipe:
     # so only reasoning whose content leads to the answer is paid.
     judge_sees_letters: bool = False
     # How a local judge picks its answer: option-text (each option's text scored after the reasoning,
-    # calibrated by the same with an empty reasoning; default) or letter (the official next-token letter).
+    # calibrated by the same with an empty reasoning) or letter (the official next-token letter); null = the
+    # judge's own default: option-text for a local model, letter for an endpoint (the only rule it has).
     judge_scoring: str | None = None
     # The judge probe run before training: {cases, min_agreement, max_letter_share, seed, conflict}; defaults
     # 64 content cases (plus as many with the letter named and, with conflict: true, a contradicting letter) / 0.8 / 0.5.
