@@ -199,7 +199,7 @@ def _replace(argv: list[str], flag: str, value: str) -> list[str]:
     return out
 
 
-def _expand_globs(argv: list[str]) -> list[str]:
+def expand_globs(argv: list[str]) -> list[str]:
     expanded: list[str] = []
     for arg in argv:
         if "*" in arg:
@@ -241,7 +241,7 @@ def _run_demo_in(out: Path, minutes: float, model: str, workers: int, force: boo
         if on_stage:
             on_stage(stage, index, len(stages), "running")
         stage_started = time.perf_counter()
-        code, peak_kib = run_stage_process(_expand_globs(stage.argv))
+        code, peak_kib = run_stage_process(expand_globs(stage.argv))
         seconds = round(time.perf_counter() - stage_started, 1)
         if code != 0:
             raise RuntimeError(f"stage {stage.name!r} failed (exit {code}); rerun it alone with:\n  {stage.command}")

@@ -35,7 +35,9 @@ def make_training_run(folder: Path, with_jsonl: bool = True) -> Path:
     history = [{"step": s, "loss": 0.1 / s, "reward": 0.2 * s, "rewards/accuracy/mean": 0.1 * s} for s in range(1, 5)]
     if with_jsonl:
         (folder / "metrics.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
-        (folder / "eval.jsonl").write_text(json.dumps({"step": 0, "score": 0.2}) + "\n" + json.dumps({"step": 4, "score": 0.4}) + "\n")
+        (folder / "eval.jsonl").write_text(
+            json.dumps({"step": 0, "score": 0.2, "n": 40, "ci95": [0.105, 0.348]}) + "\n"
+            + json.dumps({"step": 4, "score": 0.4, "n": 40, "ci95": [0.263, 0.554], "unparsed_rate": 0.0}) + "\n")
     for step in (2, 4):
         (folder / f"checkpoint-{step}").mkdir()
         (folder / f"checkpoint-{step}" / "trainer_state.json").write_text(
@@ -49,7 +51,8 @@ def test_report_before_after_and_training(tmp_path: Path) -> None:
     train = make_training_run(tmp_path / "train")
     summary = build_report([before, after, train], tmp_path / "report")
     out = tmp_path / "report"
-    for name in ("tasks.png", "compare.png", "position_bias.png", "training.png", "report.html", "metrics.json"):
+    for name in ("tasks.png", "compare.png", "progression.png", "position_bias.png", "training.png", "report.html",
+                 "metrics.json"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     assert (out / "tasks.png").read_bytes()[:4] == b"\x89PNG"
     assert [r["overall"]["micro"] for r in summary["runs"]] == [0.25, 0.75]
@@ -65,6 +68,8 @@ def test_report_before_after_and_training(tmp_path: Path) -> None:
     assert "Differences (paired on the same questions)" in page and "after − before" in page
     assert "+50.0" in page and "no measurable change" in page  # 2 of 4 questions changed: not enough
     assert "img{max-width:100%" in page
+    # The held-out curve over training, with n and the interval of every point.
+    assert "Held-out evaluations during training" in page and "40.0 [26.3, 55.4]" in page
 
 
 def test_training_history_falls_back_to_trainer_state(tmp_path: Path) -> None:

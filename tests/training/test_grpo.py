@@ -99,6 +99,7 @@ def test_training_changes_parameters_and_switches_stages(tiny_recipe, tiny_lm_di
     }
     evals = read_jsonl(run / "eval.jsonl")
     assert [e["step"] for e in evals] == [0, 5] and all(e["n"] == 2 for e in evals)
+    assert all(len(e["ci95"]) == 2 and sum(e["task_n"].values()) == 2 for e in evals)
     resolved = (run / "resolved_recipe.yaml").read_text(encoding="utf-8")
     assert "reward_schedule" in resolved and "max_steps: 5" in resolved
     assert json.loads((run / "grpo_config.json").read_text())["reward_functions"][-1] == "consistency"

@@ -89,6 +89,34 @@ def test_answers_per_prompt_is_independent_of_the_batch() -> None:
     assert WarmupSettings.from_config({"steps": 2, "batch_size": 3}).answers_per_prompt == 3
 
 
+def test_gold_answers_train_each_row_on_its_own_answer_once_per_visit() -> None:
+    # The supervised arm of the RL-versus-SFT comparison: same template, the right answer.
+    rows = [choice_row(i) for i in range(3)] + [number_row(i) for i in range(1, 4)]
+    by_prompt = {r.prompt[0]["content"]: r for r in rows}
+    examples = warmup_examples(rows, steps=6, batch_size=2, seed=0, answers="gold")
+    assert len(examples) == 12
+    assert collections.Counter(e["prompt"][0]["content"] for e in examples) == {p: 2 for p in by_prompt}
+    for example in examples:
+        row, text = by_prompt[example["prompt"][0]["content"]], completion(example)
+        assert is_official_format(text)
+        assert parse_answer(text, row.options, row.answer_type) == row.answer
+    settings = WarmupSettings.from_config({"steps": 2, "batch_size": 4, "answers": "gold"})
+    assert settings.answers_per_prompt == 1
+    with pytest.raises(WarmupError, match="answers_per_prompt must be 1"):
+        WarmupSettings.from_config({"steps": 2, "answers": "gold", "answers_per_prompt": 2})
+    with pytest.raises(WarmupError, match="answers must be one of"):
+        WarmupSettings.from_config({"steps": 2, "answers": "best"})
+
+
+def test_a_short_warm_up_visits_every_task_first() -> None:
+    # A plain shuffle left the numeric template to chance: six visited prompts, all multiple choice.
+    rows = [choice_row(i) for i in range(20)] + [number_row(i, task="size") for i in range(1, 3)]
+    for seed in range(5):
+        examples = warmup_examples(rows, steps=2, batch_size=2, seed=seed, answers_per_prompt=2)
+        kinds = {"answer>" + ("numeric" if "estimate" in completion(e) else "letter") for e in examples}
+        assert kinds == {"answer>numeric", "answer>letter"}, seed
+
+
 def test_robot_rows_answer_as_double_bracketed_letters() -> None:
     example = warmup_examples([choice_row(0, robot=True)], steps=1, batch_size=1, seed=0)[0]
     assert "<answer>[[" in completion(example)

@@ -105,10 +105,37 @@ def grouped_bars(path: Path, title: str, tasks: list[str], series: dict[str, lis
     return path
 
 
+def score_progression(path: Path, evals: list[dict[str, Any]]) -> Path:
+    """Overall held-out score of each eval run in the order given (before -> warm-up -> after GRPO in the
+    demo), with its 95 % interval and the baselines of the last run: the held-out curve over training."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(min(11.0, 2.0 + 1.6 * len(evals)), 3.6))
+    overall = [run["metrics"]["overall"] for run in evals]
+    scores = [o.get("micro") or 0.0 for o in overall]
+    low = [s - (o["ci95"][0] if o.get("ci95") else s) for s, o in zip(scores, overall)]
+    high = [(o["ci95"][1] if o.get("ci95") else s) - s for s, o in zip(scores, overall)]
+    ax.errorbar(range(len(evals)), scores, yerr=[low, high], marker="o", capsize=4, label="model (95 % interval)")
+    for index, (name, table) in enumerate(evals[-1]["metrics"].get("baselines", {}).items()):
+        if table.get("status") == "ok" and table.get("overall", {}).get("micro") is not None:
+            ax.axhline(table["overall"]["micro"], color="grey", linestyle=(":", "--", "-.")[index % 3], linewidth=1,
+                       label=f"baseline: {name}")
+    ax.set_xticks(range(len(evals)))
+    ax.set_xticklabels([f"{run['name']}\n(n={o.get('n')})" for run, o in zip(evals, overall)], fontsize=8)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("overall score")
+    ax.set_title("held-out score, run by run")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
 def training_curves(path: Path, runs: list[dict[str, Any]]) -> Path | None:
-    """Loss, total reward, per-function rewards and held-out score against the step."""
+    """Loss, total reward, per-function rewards and held-out score (with its 95 % band) against the step."""
     plt = _pyplot()
     panels: dict[str, dict[str, tuple[list[float], list[float]]]] = {"loss": {}, "reward": {}, "held-out score": {}}
+    bands: dict[str, tuple[list[float], list[float], list[float]]] = {}
     for run in runs:
         for entry in run["history"]:
             step = entry.get("step")
@@ -128,14 +155,24 @@ def training_curves(path: Path, runs: list[dict[str, Any]]) -> Path | None:
                 xs, ys = panels["held-out score"].setdefault(run["name"], ([], []))
                 xs.append(float(entry["step"]))
                 ys.append(float(entry["score"]))
+                if entry.get("ci95"):
+                    steps, lows, highs = bands.setdefault(run["name"], ([], [], []))
+                    steps.append(float(entry["step"]))
+                    lows.append(float(entry["ci95"][0]))
+                    highs.append(float(entry["ci95"][1]))
     panels = {k: v for k, v in panels.items() if v}
     if not panels:
         return None
     fig, axes = plt.subplots(1, len(panels), figsize=(min(11.0, 3.7 * len(panels)), 3.6), squeeze=False)
     for ax, (title, lines) in zip(axes[0], panels.items()):
         for label, (xs, ys) in lines.items():
-            ax.plot(xs, ys, marker="." if len(xs) < 30 else None, label=label)
-        ax.set_title(title)
+            (line,) = ax.plot(xs, ys, marker="." if len(xs) < 30 else None, label=label)
+            if title == "held-out score" and label in bands:
+                ax.fill_between(*bands[label], color=line.get_color(), alpha=0.2, linewidth=0)
+        if title == "held-out score" and bands:
+            n = {e.get("n") for run in runs for e in run["eval"]} - {None}
+            title = f"held-out score, 95 % band (n={', '.join(map(str, sorted(n)))})"
+        ax.set_title(title, fontsize=9)
         ax.set_xlabel("step")
         ax.legend(fontsize=6)
     fig.tight_layout()
@@ -169,6 +206,8 @@ def build_report(folders: Sequence[str | Path], out: str | Path) -> dict[str, An
             compare = {run["name"]: [run["metrics"]["tasks"].get(t, {}).get("score") for t in tasks] for run in evals}
             title = "before / after" if len(evals) == 2 else "runs compared"
             images.append((title, grouped_bars(out / "compare.png", title, tasks, compare, "score").name))
+            images.append(("Held-out score over the runs (95 % intervals)",
+                           score_progression(out / "progression.png", evals).name))
         bias = main["metrics"].get("position_bias", {}).get("overall")
         if bias:
             letters = sorted(set(bias["true"]) | set(bias["predicted"]))
@@ -308,6 +347,11 @@ def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], ta
         last = run["history"][-1] if run["history"] else {}
         parts.append(f"<h2>Training run {html.escape(run['name'])}</h2><p>{len(run['history'])} logged steps; last: "
                      f"{html.escape(', '.join(f'{k}={v}' for k, v in list(last.items())[:8]))}</p>")
+        if run["eval"]:
+            parts.append("<p>Held-out evaluations during training (greedy):</p>" + _table(
+                ["step", "n", "score [95 % interval]", "unparsed"],
+                [[str(e.get("step")), str(e.get("n", "")), format_interval(e.get("score"), e.get("ci95")),
+                  _fmt(e.get("unparsed_rate"))] for e in run["eval"]]))
         probe_path = Path(run["folder"]) / "judge_probe.json"
         if probe_path.is_file():
             probe = read_json(probe_path)

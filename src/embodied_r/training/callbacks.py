@@ -226,9 +226,11 @@ class EvalCallback(TrainerCallback):
             "step": step,
             "n": table["overall"]["n"],
             "score": table["overall"]["micro"],
+            "ci95": table["overall"]["ci95"],
             "macro": table["overall"]["macro"],
             "unparsed_rate": table["overall"]["unparsed_rate"],
             "tasks": {k: v["score"] for k, v in table["tasks"].items()},
+            "task_n": {k: v["n"] for k, v in table["tasks"].items()},
             "seconds": round(time.perf_counter() - started, 2),
         }
         JsonlAppender(self.out_dir / "eval" / f"predictions_step{step:06d}.jsonl").extend(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,8 @@ def reward_spec(entry: Any) -> tuple[str, dict[str, Any]]:
 
 
 _YAML11_WORDS = {"yes", "no", "on", "off", "y", "n"}
+# YAML 1.1 (PyYAML) reads "1e-6" as a string: a float needs a dot there. On a command line it is a number.
+_FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -114,6 +117,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
     >>> parse_overrides(["max_steps=3", "lora.r=8", "rewards=[format, accuracy]"])
     {'max_steps': 3, 'lora': {'r': 8}, 'rewards': ['format', 'accuracy']}
+    >>> parse_overrides(["learning_rate=1e-6", "save_strategy=no"])
+    {'learning_rate': 1e-06, 'save_strategy': 'no'}
     """
     out: dict[str, Any] = {}
     for item in items:
@@ -125,6 +130,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             # (save_strategy=no), so only true/false are booleans here.
             if raw.strip().lower() in _YAML11_WORDS:
                 value: Any = raw.strip()
+            elif _FLOAT.fullmatch(raw.strip()):
+                value = float(raw)
             else:
                 value = yaml.safe_load(raw) if raw.strip() else None
         except yaml.YAMLError as exc:
@@ -139,11 +146,12 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def merge_overrides(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` laid over it, nested mappings merged key by key (a new dict)."""
     merged = dict(base)
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
+            merged[key] = merge_overrides(merged[key], value)
         else:
             merged[key] = value
     return merged
@@ -386,7 +394,7 @@ def load_recipe(path: str | Path | None, overrides: list[str] | None = None) -> 
         if not isinstance(loaded, dict):
             raise RecipeError(f"{path}: a recipe is a mapping of keys to values")
         data = loaded
-    data = _merge(data, parse_overrides(overrides or []))
+    data = merge_overrides(data, parse_overrides(overrides or []))
     return recipe_from_dict(data, source)
 
 

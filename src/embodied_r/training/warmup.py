@@ -14,6 +14,10 @@ examples; this module does the smallest version of it that teaches the *structur
 * the think sentence names the option it picks, so think and answer agree (the consistency reward's
   premise) without saying anything about the question's truth.
 
+``answers: gold`` turns the same machinery into plain supervised fine-tuning on the right answers (same
+templates, one example per visited row): the supervised arm of the RL-versus-SFT comparison in
+``benchmarks/learning_curve.py``. It is not a format primer and teaches the answers themselves.
+
 TRL's ``SFTTrainer`` does the training (prompt-completion rows: the loss is on the completion only). The
 warmed-up model is written atomically to ``<output_dir>/warmup/model`` and reused when the run resumes.
 """
@@ -28,15 +32,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from embodied_r.core.chat import last_user_text
 from embodied_r.io import atomic_write_json, read_json
 from embodied_r.reasoning.parsing import option_letters, option_texts
 from embodied_r.records import PromptRow
-from embodied_r.core.chat import last_user_text
 from embodied_r.training.data import has_image
 
 logger = logging.getLogger(__name__)
 
 WARMUP_DIR = "warmup"
+ANSWER_SOURCES = ("random", "gold")
 
 
 class WarmupError(ValueError):
@@ -52,6 +57,9 @@ class WarmupSettings:
     # Different answers each visited prompt is trained with (null = batch_size). One per prompt makes the
     # model answer every prompt with one confident letter; all of the options keep the choice spread.
     answers_per_prompt: int | None = None
+    # random: answers drawn at random (the format primer); gold: the row's own answer, one example per row
+    # (supervised fine-tuning, for comparisons with GRPO).
+    answers: str = "random"
     learning_rate: float = 1.0e-4
     seed: int = 0  # draws the random answers and the row order
     max_length: int = 4096  # tokens of prompt + target; longer prompts are left out of the warm-up, not cut
@@ -69,8 +77,14 @@ class WarmupSettings:
         if unknown:
             raise WarmupError(f"{source}: format_warmup: unknown key(s) {unknown}; valid: {sorted(known)}")
         settings = cls(**value)
+        if settings.answers not in ANSWER_SOURCES:
+            raise WarmupError(f"{source}: format_warmup.answers must be one of {list(ANSWER_SOURCES)}, "
+                              f"got {settings.answers!r}")
         if settings.answers_per_prompt is None:
-            settings.answers_per_prompt = settings.batch_size
+            settings.answers_per_prompt = 1 if settings.answers == "gold" else settings.batch_size
+        if settings.answers == "gold" and settings.answers_per_prompt != 1:
+            raise WarmupError(f"{source}: format_warmup.answers_per_prompt must be 1 with answers: gold "
+                              "(a row has one right answer)")
         for name in ("steps", "batch_size", "max_length", "answers_per_prompt"):
             number = getattr(settings, name)
             if not isinstance(number, int) or number < 0 or (name != "steps" and number == 0):
@@ -95,18 +109,28 @@ def _distinct(pool: list[Any], count: int, rng: random.Random) -> list[Any]:
     return out
 
 
+def _choice_target(row: PromptRow, letter: str) -> str:
+    text = option_texts(row.options).get(letter)
+    chosen = f"option {letter}" + (f", {text}" if text else "")
+    return (f"<think> I compare the observations with each option and choose {chosen}. </think>\n"
+            f"<answer>{_answer_text(row, letter)}</answer>")
+
+
+def _number_target(value: Any) -> str:
+    return f"<think> I estimate the quantity from the observations: about {value}. </think>\n<answer>{value}</answer>"
+
+
+def gold_target(row: PromptRow) -> str:
+    """The warm-up's template with the row's own answer (``answers: gold``)."""
+    return _choice_target(row, str(row.answer)) if row.answer_type == "choice" else _number_target(row.answer)
+
+
 def warmup_targets(row: PromptRow, count: int, rng: random.Random,
                    numbers_by_task: dict[str, list[Any]]) -> list[str]:
     """``count`` completions the warm-up trains on for ``row``: the official structure, each with a
     different random answer (never the gold one for numbers; any option letter for choices)."""
     if row.answer_type == "choice":
-        texts = option_texts(row.options)
-        targets = []
-        for letter in _distinct(list(option_letters(row.options)), count, rng):
-            chosen = f"option {letter}" + (f", {texts[letter]}" if texts.get(letter) else "")
-            targets.append(f"<think> I compare the observations with each option and choose {chosen}. </think>\n"
-                           f"<answer>{_answer_text(row, letter)}</answer>")
-        return targets
+        return [_choice_target(row, letter) for letter in _distinct(list(option_letters(row.options)), count, rng)]
     # Prefer other answers of the same task (a plausible magnitude), then any other numeric answer; the
     # value only shapes the format, it is never the row's own answer.
     pool = sorted({value for value in numbers_by_task.get(row.task, []) if value != row.answer})
@@ -114,14 +138,29 @@ def warmup_targets(row: PromptRow, count: int, rng: random.Random,
         pool = sorted({value for values in numbers_by_task.values() for value in values if value != row.answer})
     if not pool:
         pool = [n for n in range(1, 11) if n != row.answer]
-    return [f"<think> I estimate the quantity from the observations: about {value}. </think>\n"
-            f"<answer>{value}</answer>" for value in _distinct(pool, count, rng)]
+    return [_number_target(value) for value in _distinct(pool, count, rng)]
+
+
+def _task_round_robin(rows: list[PromptRow], rng: random.Random) -> list[PromptRow]:
+    """``rows`` shuffled within each task, then one row of each task in turn (tasks in a shuffled order):
+    a warm-up of a few prompts sees every task's answer form (a numeric template too, not only letters),
+    which a plain shuffle left to chance (measured: 6 visited prompts, all multiple choice, and the model
+    then answered numeric questions with a letter)."""
+    by_task: dict[str, list[PromptRow]] = {}
+    for row in rows:
+        by_task.setdefault(row.task, []).append(row)
+    queues = [by_task[task] for task in sorted(by_task)]
+    rng.shuffle(queues)
+    for queue in queues:
+        rng.shuffle(queue)
+    longest = max((len(q) for q in queues), default=0)
+    return [queue[i] for i in range(longest) for queue in queues if i < len(queue)]
 
 
 def warmup_examples(rows: list[PromptRow], steps: int, batch_size: int, seed: int,
-                    answers_per_prompt: int | None = None) -> list[dict[str, Any]]:
-    """``steps * batch_size`` conversational prompt-completion rows. Rows are visited in a shuffled order
-    and each visited row contributes ``answers_per_prompt`` (default ``batch_size``) examples with
+                    answers_per_prompt: int | None = None, answers: str = "random") -> list[dict[str, Any]]:
+    """``steps * batch_size`` conversational prompt-completion rows. Rows are visited task by task in turn
+    (``_task_round_robin``) and each visited row contributes ``answers_per_prompt`` (default ``batch_size``) examples with
     *different* answers: trained on one random letter per prompt, the model learns that prompt's letter
     and answers near-deterministically (measured: every later GRPO group then has the same accuracy),
     while several letters per prompt keep the choice spread, so GRPO's groups differ."""
@@ -132,16 +171,16 @@ def warmup_examples(rows: list[PromptRow], steps: int, batch_size: int, seed: in
     for row in rows:
         if row.answer_type != "choice":
             numbers_by_task.setdefault(row.task, []).append(row.answer)
-    order = list(rows)
     examples: list[dict[str, Any]] = []
     total = steps * batch_size
     per_prompt = answers_per_prompt or batch_size
     while len(examples) < total:
-        rng.shuffle(order)
-        for row in order:
+        for row in _task_round_robin(rows, rng):
             if len(examples) >= total:
                 break
-            for target in warmup_targets(row, min(per_prompt, total - len(examples)), rng, numbers_by_task):
+            targets = ([gold_target(row)] if answers == "gold"
+                       else warmup_targets(row, min(per_prompt, total - len(examples)), rng, numbers_by_task))
+            for target in targets:
                 examples.append({"prompt": [dict(m) for m in row.prompt],
                                  "completion": [{"role": "assistant", "content": target}]})
     return examples
@@ -197,7 +236,7 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
         logger.info("format warm-up: reusing %s", final)
         return str(final)
     examples = warmup_examples(rows_within(rows, model_path, settings.max_length), settings.steps,
-                               settings.batch_size, settings.seed, settings.answers_per_prompt)
+                               settings.batch_size, settings.seed, settings.answers_per_prompt, settings.answers)
     work = output_dir / WARMUP_DIR / "trainer"
     dtype_name = torch_dtype_name(dtype)
     config = SFTConfig(

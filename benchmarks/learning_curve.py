@@ -1,0 +1,355 @@
+"""Does GRPO teach the reasoner? A held-out learning curve on synthetic scenes, beside supervised fine-tuning.
+
+One command builds the data, trains and evaluates; every stage is resumable (a finished one is skipped
+when the script is run again, so a second GRPO arm reuses the data, the warm-up and its evaluation):
+
+1. data: synthetic rooms -> key frames -> oracle perception -> split *by scene* -> prompts (the demo's
+   stages with more scenes), so every evaluated question comes from a room never trained on;
+2. one task type (``--holdout-task``) is removed from the training rows: neither arm ever sees it;
+3. the format warm-up (random answers: it teaches the structure, not the answers);
+4. GRPO from the warmed-up model (``embodied-r train``), a checkpoint every ``--eval-every`` steps;
+5. supervised fine-tuning from the same model on the same rows, as many prompts per step and as many
+   steps, with the gold answers in the warm-up's template (the paper's RL-versus-SFT question);
+6. every checkpoint, the warmed-up model and the SFT model evaluated on the held-out questions with
+   ``embodied-r eval`` (greedy, the same settings), with the random and letter-prior baselines.
+
+Printed, and written to ``OUT/learning_curve.json`` and ``OUT/learning_curve.png``: held-out accuracy per
+evaluated step, overall and per task, with 95 % intervals, and the paired difference from the warm-up
+model with its interval and verdict, separately for the task types trained on and the held-out one.
+
+    python benchmarks/learning_curve.py --out runs/learning                       # default arm
+    python benchmarks/learning_curve.py --out runs/learning --arm lr2e-5 --set learning_rate=2e-5
+
+``--set`` overrides any recipe key of the GRPO arm (YAML values, dotted keys for nested ones); each arm
+is its own folder, and the summary and plot show every arm found in ``OUT``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from embodied_r.demo import DemoSize, expand_globs, plan, run_stage_process, training_recipe
+from embodied_r.evaluation.intervals import format_interval, paired_difference
+from embodied_r.evaluation.metrics import task_table
+from embodied_r.io import atomic_write_json, atomic_write_text, read_json, read_jsonl, write_jsonl
+from embodied_r.training.recipe import merge_overrides, parse_overrides
+
+DATA_STAGES = ("world", "keyframes", "perception", "split", "prompts-train", "prompts-test")
+WARMUP = "warmup"
+SFT = "sft"
+
+
+class Progress:
+    """Finished stages in ``OUT/state.json`` (atomic), with their wall time and peak memory."""
+
+    def __init__(self, out: Path) -> None:
+        self.path = out / "state.json"
+        self.done: dict[str, Any] = read_json(self.path) if self.path.is_file() else {}
+
+    def run(self, name: str, argv: list[str]) -> None:
+        if name in self.done:
+            return
+        started = time.perf_counter()
+        print(f"  {name}: embodied-r {' '.join(argv[:1])} ...", flush=True)
+        code, peak_kib = run_stage_process(argv)
+        if code != 0:
+            raise SystemExit(f"stage {name} failed (exit {code}): embodied-r {' '.join(argv)}")
+        self.record(name, started, peak_kib / 2**20)
+
+    def record(self, name: str, started: float, peak_gib: float | None = None) -> None:
+        seconds = round(time.perf_counter() - started, 1)
+        self.done[name] = {"seconds": seconds, **({"peak_rss_gib": round(peak_gib, 2)} if peak_gib else {})}
+        atomic_write_json(self.path, self.done)
+        print(f"  {name}: done in {seconds:.0f} s", flush=True)
+
+
+def build_data(args: argparse.Namespace, progress: Progress) -> tuple[Path, Path]:
+    """The demo's data stages into ``OUT/data``; returns (training rows without the held-out task, test rows)."""
+    data = args.out / "data"
+    size = DemoSize(scenes=args.scenes, seconds=args.seconds, per_task=args.per_task, train_steps=0,
+                    eval_limit=0, max_new_tokens=args.max_new_tokens)
+    for stage in plan(data, size, args.model, workers=2):
+        if stage.name not in DATA_STAGES:
+            continue
+        argv = list(stage.argv)
+        if stage.name == "split":
+            argv[argv.index("--ratios") + 1] = f"{1 - args.test_share:.2f},0.0,{args.test_share:.2f}"
+        if stage.name == "keyframes":
+            argv[argv.index("--max-frames") + 1] = str(args.max_frames)
+        progress.run(f"data:{stage.name}", expand_globs(argv))  # the videos exist once "world" has run
+    train_rows = [r for r in read_jsonl(data / "prompts" / "train.jsonl") if r["task"] != args.holdout_task]
+    if args.tasks:
+        train_rows = [r for r in train_rows if r["task"] in set(args.tasks.split(","))]
+    train = args.out / "train.jsonl"
+    if not train.is_file():
+        write_jsonl(train, train_rows)
+    test = data / "prompts" / "test.jsonl"
+    if len(read_jsonl(test)) < 150:
+        print(f"  note: {len(read_jsonl(test))} held-out questions (fewer than 150); raise --scenes", flush=True)
+    return train, test
+
+
+def warm_up(args: argparse.Namespace, train: Path, progress: Progress) -> Path:
+    """The format warm-up, once, into ``OUT/warmup/model``; every arm starts from it."""
+    from embodied_r.reasoning.models import resolve_model_path
+    from embodied_r.training.data import load_prompt_rows
+    from embodied_r.training.warmup import WarmupSettings, run_format_warmup
+
+    if WARMUP not in progress.done:
+        started = time.perf_counter()
+        # Each step trains one prompt with all four letters, so the letter gradients of a step cancel: with the
+        # demo's 2 per step the model came out answering "A" to every question (normalised letter entropy
+        # 0.08 after the template; 0.77 this way) and GRPO's groups had no variance (docs/learning.md).
+        settings = WarmupSettings.from_config({"steps": args.warmup_steps, "batch_size": 4, "answers_per_prompt": 4,
+                                               "learning_rate": 1.0e-4, "gradient_checkpointing": False})
+        run_format_warmup(settings, load_prompt_rows(str(train)), resolve_model_path(args.model), args.out)
+        gc.collect()
+        progress.record(WARMUP, started)
+    return args.out / WARMUP / "model"
+
+
+def supervised(args: argparse.Namespace, train: Path, start: Path, progress: Progress) -> Path:
+    """Gold-answer fine-tuning: ``--steps`` steps of ``--prompts`` rows, from the warmed-up model."""
+    from embodied_r.training.data import load_prompt_rows
+    from embodied_r.training.warmup import WarmupSettings, run_format_warmup
+
+    out = args.out / SFT
+    if SFT not in progress.done:
+        started = time.perf_counter()
+        settings = WarmupSettings.from_config({"steps": args.steps, "batch_size": args.prompts, "answers": "gold",
+                                               "learning_rate": args.sft_learning_rate, "seed": 1,
+                                               "gradient_checkpointing": False})  # ~25 % faster, fits here
+        run_format_warmup(settings, load_prompt_rows(str(train)), str(start), out)
+        gc.collect()
+        progress.record(SFT, started)
+    return out / WARMUP / "model"
+
+
+def grpo_recipe(args: argparse.Namespace, train: Path, start: Path, out: Path) -> dict[str, Any]:
+    """The demo's CPU recipe, started from the warmed-up model, with the settings this benchmark found
+    learn best here (docs/learning.md); ``--set`` changes any key."""
+    recipe = training_recipe(out, DemoSize(0, 0, 0, args.steps, 0, args.max_new_tokens), str(start))
+    recipe.update(
+        description=f"learning curve, arm {args.arm}",
+        train_data=str(train), output_dir=str(out / "train"), format_warmup=None,
+        # The warm-up has taught the structure, so the format term only guards it; the consistency term
+        # changed nothing measurable in the ablation (docs/consistency.md) and costs a judge pass per step.
+        rewards=["format", "accuracy"], reward_schedule=None, reward_weights=[0.2, 0.8],
+        judge_probe=None, allow_weak_judge=False,
+        num_generations=args.generations, per_device_train_batch_size=args.prompts * args.generations,
+        learning_rate=args.learning_rate, max_steps=args.steps, save_steps=args.eval_every,
+        save_strategy="steps", max_completion_length=args.max_new_tokens,
+    )
+    return merge_overrides(recipe, parse_overrides(args.set))
+
+
+def evaluate(args: argparse.Namespace, name: str, model: Path, test: Path, progress: Progress,
+             baselines: str = "none") -> Path:
+    out = args.out / "evals" / name
+    progress.run(f"eval:{name}", ["eval", "--data", str(test), "--model", str(model), "--out", str(out),
+                                  "--batch-size", "8", "--max-new-tokens", str(args.max_new_tokens),
+                                  "--baselines", baselines, "--no-report"])
+    return out
+
+
+def grpo_arm(args: argparse.Namespace, train: Path, test: Path, start: Path, progress: Progress) -> None:
+    out = args.out / f"grpo-{args.arm}"
+    out.mkdir(parents=True, exist_ok=True)
+    recipe_path = out / "recipe.yaml"
+    recipe = grpo_recipe(args, train, start, out)
+    if recipe_path.is_file() and yaml.safe_load(recipe_path.read_text()) != recipe:
+        raise SystemExit(f"{out} was trained with another recipe ({recipe_path}); choose another --arm name")
+    atomic_write_text(recipe_path, yaml.safe_dump(recipe, sort_keys=False))
+    resume = ["--resume"] if any((out / "train").glob("checkpoint-*")) else []
+    progress.run(f"train:{args.arm}", ["train", "--recipe", str(recipe_path), *resume])
+    for step in range(args.eval_every, args.steps + 1, args.eval_every):
+        checkpoint = out / "train" / (f"checkpoint-{step}" if step < args.steps else "final")
+        evaluate(args, f"grpo-{args.arm}-step{step:04d}", checkpoint, test, progress)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Summary
+# ---------------------------------------------------------------------------------------------------
+
+
+def scores_by_id(eval_dir: Path) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for p in read_jsonl(eval_dir / "predictions.jsonl"):
+        out.setdefault(str(p["id"]), p)
+    return out
+
+
+def part(predictions: dict[str, dict[str, Any]], holdout_task: str, held_out: bool) -> dict[str, dict[str, Any]]:
+    return {i: p for i, p in predictions.items() if (p["task"] == holdout_task) == held_out}
+
+
+def describe(name: str, step: int, predictions: dict[str, dict[str, Any]], warmup: dict[str, dict[str, Any]],
+             holdout_task: str) -> dict[str, Any]:
+    row: dict[str, Any] = {"name": name, "step": step, "tasks": task_table(predictions.values())["tasks"]}
+    for label, held_out in (("trained_tasks", False), ("holdout_task", True)):
+        mine, base = part(predictions, holdout_task, held_out), part(warmup, holdout_task, held_out)
+        overall = task_table(mine.values())["overall"] if mine else {"n": 0, "micro": None, "ci95": None}
+        row[label] = {"n": overall["n"], "score": overall["micro"], "ci95": overall["ci95"],
+                      "vs_warmup": paired_difference({i: float(p["score"]) for i, p in base.items()},
+                                                     {i: float(p["score"]) for i, p in mine.items()})}
+    return row
+
+
+def summarise(args: argparse.Namespace) -> dict[str, Any]:
+    evals = args.out / "evals"
+    warmup = scores_by_id(evals / WARMUP)
+    rows = [describe(WARMUP, 0, warmup, warmup, args.holdout_task)]
+    arms: dict[str, list[dict[str, Any]]] = {}
+    for folder in sorted(evals.glob("grpo-*-step*")):
+        if not (folder / "metrics.json").is_file():
+            continue
+        arm, _, step = folder.name[len("grpo-"):].rpartition("-step")
+        arms.setdefault(arm, []).append(describe(f"grpo-{arm}", int(step), scores_by_id(folder), warmup,
+                                                 args.holdout_task))
+    sft = [describe(SFT, args.steps, scores_by_id(evals / SFT), warmup, args.holdout_task)] \
+        if (evals / SFT / "metrics.json").is_file() else []
+    metrics = read_json(evals / WARMUP / "metrics.json")
+    baselines = {}
+    for name, table in (metrics.get("baselines") or {}).items():
+        seen = [t for task, t in table["tasks"].items() if task != args.holdout_task]
+        n = sum(t["n"] for t in seen)
+        baselines[name] = {"trained_tasks": sum(t["score"] * t["n"] for t in seen) / n if n else None,
+                           "holdout_task": (table["tasks"].get(args.holdout_task) or {}).get("score"),
+                           "tasks": {task: t["score"] for task, t in table["tasks"].items()}}
+    arm_settings = {arm: yaml.safe_load((args.out / f"grpo-{arm}" / "recipe.yaml").read_text()) for arm in arms}
+    return {"held_out_questions": len(warmup), "holdout_task": args.holdout_task, "warmup": rows[0],
+            "grpo": {arm: sorted(curve, key=lambda r: r["step"]) for arm, curve in arms.items()},
+            "grpo_settings": {arm: {k: s.get(k) for k in ("learning_rate", "num_generations", "per_device_train_batch_size",
+                                                          "max_steps", "lora", "rewards", "reward_weights",
+                                                          "max_completion_length", "temperature")}
+                              for arm, s in arm_settings.items()},
+            "sft": sft[0] if sft else None, "baselines": baselines, "stages": read_json(args.out / "state.json")}
+
+
+def print_summary(result: dict[str, Any]) -> None:
+    print(f"\nheld-out questions: {result['held_out_questions']} from held-out scenes; held-out task type: "
+          f"{result['holdout_task']}")
+    for label in ("trained_tasks", "holdout_task"):
+        print(f"\n{label.replace('_', ' ')}:")
+        print("  " + ", ".join(f"{name} baseline {100 * b[label]:.1f}" for name, b in result["baselines"].items()
+                               if b[label] is not None))
+        rows = [result["warmup"]] + [r for curve in result["grpo"].values() for r in curve]
+        rows += [result["sft"]] if result["sft"] else []
+        for row in rows:
+            part_ = row[label]
+            diff = part_["vs_warmup"]
+            versus = "" if row["name"] == WARMUP or diff["difference"] is None else (
+                f"   vs warm-up {100 * diff['difference']:+.1f} [{100 * diff['ci95'][0]:+.1f}, "
+                f"{100 * diff['ci95'][1]:+.1f}] -> {diff['verdict']}")
+            print(f"  {row['name']:>22s} step {row['step']:3d}: {format_interval(part_['score'], part_['ci95'])} "
+                  f"(n={part_['n']}){versus}")
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = sorted(result["warmup"]["tasks"])
+    panels = [("trained_tasks", "task types trained on"), ("holdout_task", f"held out: {result['holdout_task']}")]
+    panels += [(task, task) for task in tasks if task != result["holdout_task"]]
+    columns = 4
+    rows = (len(panels) + columns - 1) // columns
+    figure, axes = plt.subplots(rows, columns, figsize=(11, 2.6 * rows), squeeze=False)
+
+    def point(row: dict[str, Any], key: str) -> tuple[float | None, list[float] | None, int]:
+        if key in ("trained_tasks", "holdout_task"):
+            return row[key]["score"], row[key]["ci95"], row[key]["n"]
+        task = row["tasks"].get(key) or {}
+        return task.get("score"), task.get("ci95"), task.get("n", 0)
+
+    def draw(axis: Any, rows_: list[dict[str, Any]], key: str, **style: Any) -> None:
+        points = [(r["step"], *point(r, key)) for r in rows_]
+        points = [(s, v, ci) for s, v, ci, _ in points if v is not None]
+        if not points:
+            return
+        steps, values, intervals = zip(*points)
+        low = [v - (ci[0] if ci else v) for v, ci in zip(values, intervals)]
+        high = [(ci[1] if ci else v) - v for v, ci in zip(values, intervals)]
+        axis.errorbar(steps, [100 * v for v in values], yerr=[[100 * x for x in low], [100 * x for x in high]],
+                      capsize=3, **style)
+
+    for axis, (key, title) in zip(axes.flat, panels):
+        n = point(result["warmup"], key)[2]
+        axis.set_title(f"{title} (n={n})", fontsize=8)
+        for index, (arm, curve) in enumerate(result["grpo"].items()):
+            draw(axis, [result["warmup"], *curve], key, marker="o", ms=3, label=f"GRPO {arm}", color=f"C{index}")
+        draw(axis, [result["warmup"]], key, marker="s", ms=5, color="black", linestyle="none", label="warm-up")
+        if result["sft"]:
+            draw(axis, [result["sft"]], key, marker="D", ms=5, color="C3", linestyle="none", label="SFT (gold)")
+        for name, style in (("random", ":"), ("prior", "--")):
+            baseline = result["baselines"].get(name) or {}
+            value = baseline.get(key) if key in ("trained_tasks", "holdout_task") else baseline.get("tasks", {}).get(key)
+            if value is not None:
+                axis.axhline(100 * value, color="grey", linestyle=style, linewidth=1, label=f"{name} baseline")
+        axis.set_ylim(-5, 105)
+        axis.tick_params(labelsize=7)
+        axis.set_xlabel("GRPO step", fontsize=7)
+    for axis in list(axes.flat)[len(panels):]:
+        axis.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=7, frameon=False)
+    figure.suptitle("held-out accuracy (%), 95 % intervals, questions from held-out scenes", fontsize=9)
+    figure.tight_layout(rect=(0, 0.04, 1, 0.97))
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--scenes", type=int, default=44)
+    parser.add_argument("--test-share", type=float, default=0.4, help="share of scenes held out")
+    parser.add_argument("--seconds", type=int, default=12)
+    parser.add_argument("--per-task", type=int, default=1)
+    parser.add_argument("--max-frames", type=int, default=6, help="key frames per video")
+    parser.add_argument("--holdout-task", default="route_planning", help="task type never trained on")
+    parser.add_argument("--tasks", default="", help="train only on these task types (comma-separated)")
+    parser.add_argument("--warmup-steps", type=int, default=8)
+    parser.add_argument("--arm", default="default", help="name of this GRPO arm (its folder is OUT/grpo-ARM)")
+    parser.add_argument("--steps", type=int, default=24, help="GRPO (and SFT) optimizer steps")
+    parser.add_argument("--eval-every", type=int, default=12)
+    parser.add_argument("--prompts", type=int, default=2, help="prompts per step")
+    parser.add_argument("--generations", type=int, default=4, help="completions per prompt (G)")
+    parser.add_argument("--learning-rate", type=float, default=5.0e-5)
+    parser.add_argument("--sft-learning-rate", type=float, default=1.0e-4)
+    parser.add_argument("--max-new-tokens", type=int, default=96, help="completion budget, training and eval")
+    parser.add_argument("--set", action="append", default=[], help="GRPO recipe override key=value")
+    parser.add_argument("--no-sft", action="store_true", help="skip the supervised arm")
+    args = parser.parse_args()
+    if args.steps % args.eval_every:
+        parser.error("--steps must be a multiple of --eval-every")
+    args.out.mkdir(parents=True, exist_ok=True)
+    progress = Progress(args.out)
+    print("data:", flush=True)
+    train, test = build_data(args, progress)
+    print(f"training rows: {len(read_jsonl(train))} (without {args.holdout_task}); held-out: {len(read_jsonl(test))}")
+    start = warm_up(args, train, progress)
+    evaluate(args, WARMUP, start, test, progress, baselines="random,prior")
+    grpo_arm(args, train, test, start, progress)
+    if not args.no_sft:
+        evaluate(args, SFT, supervised(args, train, start, progress), test, progress)
+    result = summarise(args)
+    print_summary(result)
+    atomic_write_json(args.out / "learning_curve.json", result)
+    plot(result, args.out / "learning_curve.png")
+    print(f"\nwrote {args.out / 'learning_curve.json'} and {args.out / 'learning_curve.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

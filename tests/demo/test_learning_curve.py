@@ -1,0 +1,86 @@
+"""benchmarks/learning_curve.py: its GRPO recipe is a valid recipe, and its summary reads the evaluations right."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import yaml
+
+from embodied_r.training.recipe import load_recipe
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "learning_curve.py"
+
+
+@pytest.fixture(scope="module")
+def curve() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("learning_curve", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def arguments(out: Path, **changes: object) -> argparse.Namespace:
+    values = {"out": out, "holdout_task": "route", "steps": 4, "eval_every": 2, "arm": "a", "prompts": 2,
+              "generations": 4, "learning_rate": 5e-5, "max_new_tokens": 32, "set": []}
+    values.update(changes)
+    return argparse.Namespace(**values)
+
+
+def test_the_grpo_recipe_loads_and_overrides_apply(curve: ModuleType, tmp_path: Path) -> None:
+    args = arguments(tmp_path, set=["learning_rate=1e-6", "lora.r=4", "num_generations=2"])
+    recipe = curve.grpo_recipe(args, tmp_path / "train.jsonl", tmp_path / "warmup" / "model", tmp_path / "arm")
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    loaded = load_recipe(path)
+    assert loaded.trl["learning_rate"] == 1e-6 and loaded.trl["num_generations"] == 2
+    assert loaded.lora == {"r": 4}
+    assert loaded.format_warmup is None and loaded.reward_names == ["format", "accuracy"]
+    assert loaded.model == str(tmp_path / "warmup" / "model")  # every arm starts from the one warm-up
+    assert loaded.trl["save_steps"] == 2 and loaded.trl["max_steps"] == 4  # a checkpoint per evaluation
+
+
+def write_eval(folder: Path, scores: dict[str, tuple[str, float]], baselines: dict | None = None) -> None:
+    folder.mkdir(parents=True)
+    rows = [{"id": i, "task": task, "score": score, "parsed_answer": "A"} for i, (task, score) in scores.items()]
+    # A duplicated id (a file written by an older run) counts once.
+    (folder / "predictions.jsonl").write_text("\n".join(json.dumps(r) for r in [*rows, rows[0]]) + "\n")
+    (folder / "metrics.json").write_text(json.dumps({"baselines": baselines or {}}))
+
+
+def test_summary_separates_the_held_out_task_and_pairs_with_the_warm_up(curve: ModuleType, tmp_path: Path) -> None:
+    ids = {f"q{i}": ("count" if i < 20 else "route") for i in range(30)}
+    warm = {i: (task, 0.0) for i, task in ids.items()}
+    better = {i: (task, 1.0 if task == "count" else 0.0) for i, task in ids.items()}  # learned only seen tasks
+    evals = tmp_path / "evals"
+    baselines = {"random": {"tasks": {"count": {"n": 20, "score": 0.25}, "route": {"n": 10, "score": 0.5}}}}
+    write_eval(evals / "warmup", warm, baselines)
+    write_eval(evals / "grpo-a-step0002", warm)
+    write_eval(evals / "grpo-a-step0004", better)
+    write_eval(evals / "sft", {i: (task, 1.0 if task == "route" else 0.0) for i, task in ids.items()})
+    (tmp_path / "grpo-a").mkdir()
+    (tmp_path / "grpo-a" / "recipe.yaml").write_text(yaml.safe_dump({"learning_rate": 5e-5}))
+    (tmp_path / "state.json").write_text("{}")
+
+    result = curve.summarise(arguments(tmp_path))
+
+    assert result["held_out_questions"] == 30
+    steps = result["grpo"]["a"]
+    assert [r["step"] for r in steps] == [2, 4]
+    final = steps[-1]
+    assert final["trained_tasks"]["n"] == 20 and final["holdout_task"]["n"] == 10
+    assert final["trained_tasks"]["score"] == 1.0 and final["holdout_task"]["score"] == 0.0
+    assert final["trained_tasks"]["vs_warmup"]["verdict"] == "better"
+    assert final["holdout_task"]["vs_warmup"]["verdict"] == "no measurable change"
+    assert steps[0]["trained_tasks"]["vs_warmup"]["difference"] == 0.0
+    assert result["sft"]["holdout_task"]["vs_warmup"]["verdict"] == "better"
+    assert result["baselines"]["random"] == {"trained_tasks": 0.25, "holdout_task": 0.5,
+                                             "tasks": {"count": 0.25, "route": 0.5}}
+    curve.print_summary(result)
+    curve.plot(result, tmp_path / "curve.png")
+    assert (tmp_path / "curve.png").stat().st_size > 10_000
