@@ -16,7 +16,13 @@ from embodied_r.reasoning.parsing import parse_answer
 from embodied_r.rewards.format import is_official_format
 from embodied_r.training.grpo import train
 from embodied_r.training.recipe import RecipeError, load_recipe
-from embodied_r.training.warmup import WarmupError, WarmupSettings, warmup_examples, warmup_model_dir
+from embodied_r.training.warmup import (
+    WarmupError,
+    WarmupSettings,
+    answer_spread,
+    warmup_examples,
+    warmup_model_dir,
+)
 
 
 def choice_row(i: int, answer: str = "B", robot: bool = False) -> PromptRow:
@@ -136,6 +142,33 @@ def test_settings_are_checked() -> None:
         warmup_examples([image_row], steps=1, batch_size=1, seed=0)
 
 
+def test_answer_spread_tells_a_collapsed_letter_choice_from_a_spread_one(tiny_lm_dir: Path) -> None:
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_lm_dir)
+    letter_ids = [tokenizer(" " + letter, add_special_tokens=False)["input_ids"][0] for letter in "ABCD"]
+
+    class Logits:  # a stand-in policy whose next-token logits favour the given letters
+        device = torch.device("cpu")
+
+        def __init__(self, boost: list[float]) -> None:
+            self.boost = boost
+
+        def __call__(self, input_ids: torch.Tensor, **_: object) -> SimpleNamespace:
+            logits = torch.zeros(1, 1, len(tokenizer))
+            logits[0, -1, letter_ids] = torch.tensor(self.boost)
+            return SimpleNamespace(logits=logits)
+
+    rows = [choice_row(i) for i in range(3)] + [number_row(1)]
+    collapsed = answer_spread(Logits([30.0, 0.0, 0.0, 0.0]), tokenizer, rows)
+    assert collapsed == {"rows": 3, "entropy": 0.0, "top": {"A": 3}}
+    uniform = answer_spread(Logits([1.0, 1.0, 1.0, 1.0]), tokenizer, rows)
+    assert uniform is not None and uniform["entropy"] == pytest.approx(1.0)
+    assert answer_spread(Logits([1.0] * 4), tokenizer, [number_row(1)]) is None  # nothing to read
+
+
 def test_recipe_rejects_a_bad_warmup_key(tiny_recipe) -> None:
     with pytest.raises(RecipeError, match="format_warmup"):
         load_recipe(tiny_recipe(format_warmup={"steps": 2, "lr": 1e-3}))
@@ -149,6 +182,8 @@ def test_grpo_starts_from_the_warmed_up_model_and_a_rerun_reuses_it(tiny_recipe,
     assert json.loads((warmed / "warmup.json").read_text())["settings"]["steps"] == 3
     log = json.loads((recipe.output_dir / "warmup" / "log.json").read_text())
     assert len(log["losses"]) == 3 and log["examples"] == 6
+    spread = log["answer_spread"]  # how spread the warmed-up letter choice is (collapse would be ~0)
+    assert 0.0 <= spread["entropy"] <= 1.0 and sum(spread["top"].values()) == spread["rows"] > 0
     base = load_file(str(tiny_lm_dir / "model.safetensors"))
     after_warmup = load_file(str(warmed / "model.safetensors"))
     assert any(not torch.equal(base[k], after_warmup[k]) for k in base)  # the warm-up trained

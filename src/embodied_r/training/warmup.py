@@ -109,11 +109,17 @@ def _distinct(pool: list[Any], count: int, rng: random.Random) -> list[Any]:
     return out
 
 
+# The choice template up to the option letter; answer_spread reads the letter distribution right after it.
+CHOICE_LEAD = "<think> I compare the observations with each option and choose option"
+# Below this mean normalised letter entropy the warmed-up policy nearly always samples one letter per
+# prompt, so GRPO's groups mostly agree and carry no advantage.
+MIN_SPREAD = 0.3
+
+
 def _choice_target(row: PromptRow, letter: str) -> str:
     text = option_texts(row.options).get(letter)
-    chosen = f"option {letter}" + (f", {text}" if text else "")
-    return (f"<think> I compare the observations with each option and choose {chosen}. </think>\n"
-            f"<answer>{_answer_text(row, letter)}</answer>")
+    chosen = f" {letter}" + (f", {text}" if text else "")
+    return f"{CHOICE_LEAD}{chosen}. </think>\n<answer>{_answer_text(row, letter)}</answer>"
 
 
 def _number_target(value: Any) -> str:
@@ -210,6 +216,37 @@ def rows_within(rows: list[PromptRow], model_path: str, max_length: int) -> list
     return kept
 
 
+def answer_spread(model: Any, tokenizer: Any, rows: list[PromptRow], limit: int = 8) -> dict[str, Any] | None:
+    """How spread the warmed-up model's choice is: on up to ``limit`` multiple-choice rows, its probability
+    of each option letter right after the template's "choose option"; ``entropy`` is the mean normalised
+    entropy (1: every letter equally likely, 0: always one letter) and ``top`` counts each row's most
+    likely letter. None when no row has options (or the letters are not single tokens)."""
+    import math
+
+    import torch
+
+    from embodied_r.core.chat import render_chat
+
+    entropies: list[float] = []
+    top: dict[str, int] = {}
+    for row in [r for r in rows if r.answer_type == "choice" and r.options][:limit]:
+        letters = list(option_letters(row.options))
+        ids = [tokenizer(" " + letter, add_special_tokens=False)["input_ids"] for letter in letters]
+        if len(letters) < 2 or any(len(i) != 1 for i in ids):
+            continue
+        encoded = tokenizer(render_chat(tokenizer, row.prompt) + CHOICE_LEAD, return_tensors="pt",
+                            add_special_tokens=False).to(model.device)
+        with torch.no_grad():
+            logits = model(**encoded, logits_to_keep=1).logits[0, -1].float()
+        probs = torch.softmax(logits[[i[0] for i in ids]], dim=-1)
+        entropies.append(float(-(probs * probs.clamp_min(1e-12).log()).sum()) / math.log(len(letters)))
+        best = letters[int(probs.argmax())]
+        top[best] = top.get(best, 0) + 1
+    if not entropies:
+        return None
+    return {"rows": len(entropies), "entropy": round(sum(entropies) / len(entropies), 4), "top": top}
+
+
 def warmup_model_dir(output_dir: Path) -> Path:
     return output_dir / WARMUP_DIR / "model"
 
@@ -266,6 +303,15 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
         )
     output = trainer.train()
     state = trainer.accelerator
+    spread = None
+    if state.is_main_process:
+        trainer.model.eval()
+        spread = answer_spread(trainer.model, trainer.processing_class, rows)
+        if spread and spread["entropy"] < MIN_SPREAD:
+            logger.warning("format warm-up: the model now picks nearly one letter per prompt (mean normalised letter "
+                           "entropy %.2f over %d prompts, most likely letters %s): GRPO's groups will mostly agree "
+                           "and carry no signal. Train each prompt's letters in one step (batch_size = "
+                           "answers_per_prompt) or lower learning_rate", spread["entropy"], spread["rows"], spread["top"])
     staging = final.with_name(final.name + ".partial")
     if state.is_main_process:
         shutil.rmtree(staging, ignore_errors=True)
@@ -275,7 +321,8 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
         trainer.processing_class.save_pretrained(str(staging))
         losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
         atomic_write_json(output_dir / WARMUP_DIR / "log.json",
-                          {"losses": losses, "train_loss": output.training_loss, "examples": len(examples), **wanted})
+                          {"losses": losses, "train_loss": output.training_loss, "examples": len(examples),
+                           "answer_spread": spread, **wanted})
         atomic_write_json(staging / "warmup.json", wanted)
         if final.exists():
             shutil.rmtree(final)
