@@ -104,11 +104,9 @@ def warm_up(args: argparse.Namespace, train: Path, progress: Progress) -> Path:
 
     if WARMUP not in progress.done:
         started = time.perf_counter()
-        # Each step trains one prompt with all four letters, so the letter gradients of a step cancel: with the
-        # demo's 2 per step the model came out answering "A" to every question (normalised letter entropy
-        # 0.08 after the template; 0.77 this way) and GRPO's groups had no variance (docs/learning.md).
-        settings = WarmupSettings.from_config({"steps": args.warmup_steps, "batch_size": 4, "answers_per_prompt": 4,
-                                               "learning_rate": 1.0e-4, "gradient_checkpointing": False})
+        # The demo's warm-up (each optimizer step: one prompt with all four letters), with more steps.
+        demo_warmup = training_recipe(args.out, DemoSize(0, 0, 0, 0, 0, 0), args.model)["format_warmup"]
+        settings = WarmupSettings.from_config({**demo_warmup, "steps": args.warmup_steps})
         run_format_warmup(settings, load_prompt_rows(str(train)), resolve_model_path(args.model), args.out)
         gc.collect()
         progress.record(WARMUP, started)
@@ -125,7 +123,8 @@ def supervised(args: argparse.Namespace, train: Path, start: Path, progress: Pro
         started = time.perf_counter()
         settings = WarmupSettings.from_config({"steps": args.steps, "batch_size": args.prompts, "answers": "gold",
                                                "learning_rate": args.sft_learning_rate, "seed": 1,
-                                               "gradient_checkpointing": False})  # ~25 % faster, fits here
+                                               # one example per pass: no checkpointing needed (~25 % faster)
+                                               "micro_batch_size": 1, "gradient_checkpointing": False})
         run_format_warmup(settings, load_prompt_rows(str(train)), str(start), out)
         gc.collect()
         progress.record(SFT, started)
@@ -213,8 +212,10 @@ def summarise(args: argparse.Namespace) -> dict[str, Any]:
         arm, _, step = folder.name[len("grpo-"):].rpartition("-step")
         arms.setdefault(arm, []).append(describe(f"grpo-{arm}", int(step), scores_by_id(folder), warmup,
                                                  args.holdout_task))
-    sft = [describe(SFT, args.steps, scores_by_id(evals / SFT), warmup, args.holdout_task)] \
-        if (evals / SFT / "metrics.json").is_file() else []
+    sft = []
+    if (evals / SFT / "metrics.json").is_file():
+        steps = read_json(args.out / SFT / WARMUP / "model" / "warmup.json")["settings"]["steps"]
+        sft = [describe(SFT, steps, scores_by_id(evals / SFT), warmup, args.holdout_task)]
     metrics = read_json(evals / WARMUP / "metrics.json")
     baselines = {}
     for name, table in (metrics.get("baselines") or {}).items():
@@ -239,7 +240,7 @@ def print_summary(result: dict[str, Any]) -> None:
     for label in ("trained_tasks", "holdout_task"):
         print(f"\n{label.replace('_', ' ')}:")
         print("  " + ", ".join(f"{name} baseline {100 * b[label]:.1f}" for name, b in result["baselines"].items()
-                               if b[label] is not None))
+                               if b[label] is not None) + " (each on the questions it answers: random has no numbers)")
         rows = [result["warmup"]] + [r for curve in result["grpo"].values() for r in curve]
         rows += [result["sft"]] if result["sft"] else []
         for row in rows:

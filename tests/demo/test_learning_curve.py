@@ -63,6 +63,8 @@ def test_summary_separates_the_held_out_task_and_pairs_with_the_warm_up(curve: M
     write_eval(evals / "grpo-a-step0002", warm)
     write_eval(evals / "grpo-a-step0004", better)
     write_eval(evals / "sft", {i: (task, 1.0 if task == "route" else 0.0) for i, task in ids.items()})
+    (tmp_path / "sft" / "warmup" / "model").mkdir(parents=True)
+    (tmp_path / "sft" / "warmup" / "model" / "warmup.json").write_text(json.dumps({"settings": {"steps": 4}}))
     (tmp_path / "grpo-a").mkdir()
     (tmp_path / "grpo-a" / "recipe.yaml").write_text(yaml.safe_dump({"learning_rate": 5e-5}))
     (tmp_path / "state.json").write_text("{}")
@@ -78,7 +80,7 @@ def test_summary_separates_the_held_out_task_and_pairs_with_the_warm_up(curve: M
     assert final["trained_tasks"]["vs_warmup"]["verdict"] == "better"
     assert final["holdout_task"]["vs_warmup"]["verdict"] == "no measurable change"
     assert steps[0]["trained_tasks"]["vs_warmup"]["difference"] == 0.0
-    assert result["sft"]["holdout_task"]["vs_warmup"]["verdict"] == "better"
+    assert result["sft"]["holdout_task"]["vs_warmup"]["verdict"] == "better" and result["sft"]["step"] == 4
     assert result["baselines"]["random"] == {"trained_tasks": 0.25, "holdout_task": 0.5,
                                              "tasks": {"count": 0.25, "route": 0.5}}
     curve.print_summary(result)

@@ -136,6 +136,9 @@ def test_settings_are_checked() -> None:
         WarmupSettings.from_config({"step": 3})
     with pytest.raises(WarmupError, match="batch_size"):
         WarmupSettings.from_config({"steps": 3, "batch_size": 0})
+    assert WarmupSettings.from_config({"steps": 3, "batch_size": 4}).micro_batch_size == 4
+    with pytest.raises(WarmupError, match="multiple of micro_batch_size 3"):
+        WarmupSettings.from_config({"steps": 3, "batch_size": 4, "micro_batch_size": 3})
     with pytest.raises(WarmupError, match="text prompts only"):
         image_row = PromptRow(id="i", task="t", answer="A", options=["A. x", "B. y"],
                               prompt=[{"role": "user", "content": [{"type": "image", "image": "a.png"}]}])  # type: ignore[list-item]
@@ -176,12 +179,13 @@ def test_recipe_rejects_a_bad_warmup_key(tiny_recipe) -> None:
 
 @pytest.mark.slow
 def test_grpo_starts_from_the_warmed_up_model_and_a_rerun_reuses_it(tiny_recipe, tiny_lm_dir: Path) -> None:
-    recipe = load_recipe(tiny_recipe(max_steps=1, format_warmup={"steps": 3, "batch_size": 2, "learning_rate": 1e-3}))
+    recipe = load_recipe(tiny_recipe(max_steps=1, format_warmup={"steps": 3, "batch_size": 2, "micro_batch_size": 1,
+                                                                 "learning_rate": 1e-3}))
     train(recipe)
     warmed = warmup_model_dir(recipe.output_dir)
     assert json.loads((warmed / "warmup.json").read_text())["settings"]["steps"] == 3
     log = json.loads((recipe.output_dir / "warmup" / "log.json").read_text())
-    assert len(log["losses"]) == 3 and log["examples"] == 6
+    assert len(log["losses"]) == 3 and log["examples"] == 6  # 3 optimizer steps of 2 examples (1 per pass)
     spread = log["answer_spread"]  # how spread the warmed-up letter choice is (collapse would be ~0)
     assert 0.0 <= spread["entropy"] <= 1.0 and sum(spread["top"].values()) == spread["rows"] > 0
     base = load_file(str(tiny_lm_dir / "model.safetensors"))

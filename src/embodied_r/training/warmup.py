@@ -53,7 +53,10 @@ class WarmupSettings:
     """Recipe key ``format_warmup`` (a mapping; null or ``steps: 0`` = no warm-up)."""
 
     steps: int = 0  # optimizer steps of supervised training on templated, random-answer targets
-    batch_size: int = 2  # examples per step
+    batch_size: int = 2  # examples per optimizer step
+    # Examples per forward pass (null = batch_size); batch_size must be a multiple, the rest is gradient
+    # accumulation. 4 examples of ~800-token prompts in one pass peaked at 11 GiB without checkpointing.
+    micro_batch_size: int | None = None
     # Different answers each visited prompt is trained with (null = batch_size). One per prompt makes the
     # model answer every prompt with one confident letter; all of the options keep the choice spread.
     answers_per_prompt: int | None = None
@@ -85,10 +88,15 @@ class WarmupSettings:
         if settings.answers == "gold" and settings.answers_per_prompt != 1:
             raise WarmupError(f"{source}: format_warmup.answers_per_prompt must be 1 with answers: gold "
                               "(a row has one right answer)")
-        for name in ("steps", "batch_size", "max_length", "answers_per_prompt"):
+        if settings.micro_batch_size is None:
+            settings.micro_batch_size = settings.batch_size
+        for name in ("steps", "batch_size", "max_length", "answers_per_prompt", "micro_batch_size"):
             number = getattr(settings, name)
             if not isinstance(number, int) or number < 0 or (name != "steps" and number == 0):
                 raise WarmupError(f"{source}: format_warmup.{name} must be a positive integer, got {number!r}")
+        if settings.batch_size % settings.micro_batch_size:
+            raise WarmupError(f"{source}: format_warmup.batch_size {settings.batch_size} must be a multiple of "
+                              f"micro_batch_size {settings.micro_batch_size}")
         if not isinstance(settings.gradient_checkpointing, bool):
             raise WarmupError(f"{source}: format_warmup.gradient_checkpointing must be true or false")
         if not isinstance(settings.learning_rate, (int, float)) or settings.learning_rate <= 0:
@@ -159,6 +167,14 @@ def _task_round_robin(rows: list[PromptRow], rng: random.Random) -> list[PromptR
     rng.shuffle(queues)
     for queue in queues:
         rng.shuffle(queue)
+    # Answer forms alternate (a letter task, a numeric task, ...) so the first few prompts cover both.
+    rank: dict[str, int] = {}
+    keyed = []
+    for queue in queues:
+        kind = queue[0].answer_type
+        keyed.append((rank.get(kind, 0), queue))
+        rank[kind] = rank.get(kind, 0) + 1
+    queues = [queue for _, queue in sorted(keyed, key=lambda pair: pair[0])]
     longest = max((len(q) for q in queues), default=0)
     return [queue[i] for i in range(longest) for queue in queues if i < len(queue)]
 
@@ -279,7 +295,11 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
     config = SFTConfig(
         output_dir=str(work),
         max_steps=settings.steps,
-        per_device_train_batch_size=settings.batch_size,
+        per_device_train_batch_size=settings.micro_batch_size,
+        gradient_accumulation_steps=settings.batch_size // settings.micro_batch_size,
+        # In the order built here: with batch_size = answers_per_prompt a step holds one prompt with all its
+        # letters, whose gradients on the letter cancel (TRL's shuffle scattered them across steps).
+        train_sampling_strategy="sequential",
         learning_rate=settings.learning_rate,
         lr_scheduler_type="constant",
         warmup_steps=0,
@@ -311,7 +331,7 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
             logger.warning("format warm-up: the model now picks nearly one letter per prompt (mean normalised letter "
                            "entropy %.2f over %d prompts, most likely letters %s): GRPO's groups will mostly agree "
                            "and carry no signal. Train each prompt's letters in one step (batch_size = "
-                           "answers_per_prompt) or lower learning_rate", spread["entropy"], spread["rows"], spread["top"])
+                           "answers_per_prompt, micro_batch_size to bound memory) or lower learning_rate", spread["entropy"], spread["rows"], spread["top"])
     staging = final.with_name(final.name + ".partial")
     if state.is_main_process:
         shutil.rmtree(staging, ignore_errors=True)
