@@ -88,8 +88,7 @@ def build_data(args: argparse.Namespace, progress: Progress) -> tuple[Path, Path
     if args.tasks:
         train_rows = [r for r in train_rows if r["task"] in set(args.tasks.split(","))]
     train = args.out / "train.jsonl"
-    if not train.is_file():
-        write_jsonl(train, train_rows)
+    write_jsonl(train, train_rows)  # rewritten each run: a changed --holdout-task is then refused by the warm-up
     test = data / "prompts" / "test.jsonl"
     if len(read_jsonl(test)) < 150:
         print(f"  note: {len(read_jsonl(test))} held-out questions (fewer than 150); raise --scenes", flush=True)
@@ -132,8 +131,8 @@ def supervised(args: argparse.Namespace, train: Path, start: Path, progress: Pro
 
 
 def grpo_recipe(args: argparse.Namespace, train: Path, start: Path, out: Path) -> dict[str, Any]:
-    """The demo's CPU recipe, started from the warmed-up model, with the settings this benchmark found
-    learn best here (docs/learning.md); ``--set`` changes any key."""
+    """The demo's CPU recipe, started from the warmed-up model, with the measured run's settings
+    (docs/learning.md); ``--set`` changes any key."""
     recipe = training_recipe(out, DemoSize(0, 0, 0, args.steps, 0, args.max_new_tokens), str(start))
     recipe.update(
         description=f"learning curve, arm {args.arm}",

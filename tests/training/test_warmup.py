@@ -115,7 +115,7 @@ def test_gold_answers_train_each_row_on_its_own_answer_once_per_visit() -> None:
 
 
 def test_a_short_warm_up_visits_every_task_first() -> None:
-    # A plain shuffle left the numeric template to chance: six visited prompts, all multiple choice.
+    # A plain shuffle left the numeric template to chance: four visited prompts, all multiple choice.
     rows = [choice_row(i) for i in range(20)] + [number_row(i, task="size") for i in range(1, 3)]
     for seed in range(5):
         examples = warmup_examples(rows, steps=2, batch_size=2, seed=seed, answers_per_prompt=2)

@@ -158,7 +158,7 @@ def warmup_targets(row: PromptRow, count: int, rng: random.Random,
 def _task_round_robin(rows: list[PromptRow], rng: random.Random) -> list[PromptRow]:
     """``rows`` shuffled within each task, then one row of each task in turn (tasks in a shuffled order):
     a warm-up of a few prompts sees every task's answer form (a numeric template too, not only letters),
-    which a plain shuffle left to chance (measured: 6 visited prompts, all multiple choice, and the model
+    which a plain shuffle left to chance (measured: 4 visited prompts, all multiple choice, and the model
     then answered numeric questions with a letter)."""
     by_task: dict[str, list[PromptRow]] = {}
     for row in rows:
