@@ -60,11 +60,11 @@ class DemoSize:
     @classmethod
     def for_minutes(cls, minutes: float) -> DemoSize:
         # Measured on the idle 2-core CPU this project is developed on (no AVX-512, so fp32), prompts of
-        # ~400-1100 tokens (mean ~700): data stages ~20 s; one evaluation of 12 questions with baselines
-        # ~75 s, ~100-145 s with the consistency judge and its probe; the warm-up (16 examples) ~3 min and
-        # the judge probe ~2 min (option-text scoring, 134 cases); one GRPO step of 2 prompts x 4
-        # completions 95-165 s (~130 s; ~60 s with the shared-prefix update). Training gets what the fixed
-        # stages leave.
+        # ~400-1100 tokens (mean ~700), 64 new tokens: data stages ~25 s; one evaluation of 12 questions
+        # ~80 s, ~190 s with the consistency judge and its probe; the warm-up (16 examples) ~2.5 min and the
+        # judge probe ~1 min (66 cases); one GRPO step of 2 prompts x 4 completions 54-86 s with the
+        # shared-prefix update (the estimate below keeps the older ~130 s, which leaves the margin).
+        # Training gets what the fixed stages leave.
         if minutes < 3:
             raise ValueError("the demo needs at least 3 minutes")
         small = minutes < 10
