@@ -2,7 +2,7 @@
 
 Both sides generate greedily with the same ``max_new_tokens`` and score with the same parser; the
 naive loop is what a first script looks like (chat template, ``generate`` on one prompt, decode,
-score). The batched side is ``embodied_r.evaluation.runner.evaluate_rows`` (length-sorted batches).
+score). The batched side is ``embodied_r.evaluation.predict.evaluate_rows`` (length-sorted batches).
 Prints questions/s for each and the ratio (goal: >= 3x).
 
     .venv/bin/python benchmarks/eval_throughput.py                   # synthetic prompts, default model
@@ -16,7 +16,8 @@ import random
 import time
 
 from embodied_r.core.chat import render_chat
-from embodied_r.evaluation.runner import evaluate_rows, load_eval_rows, score_completion
+from embodied_r.evaluation.predict import evaluate_rows, score_completion
+from embodied_r.evaluation.runner import load_eval_rows
 from embodied_r.reasoning.models import DEFAULT_REASONER, load_reasoner
 from embodied_r.reasoning.prompts import build_reasoner_messages
 from embodied_r.records import PromptRow

@@ -327,7 +327,7 @@ def main() -> int:
     parser.add_argument("--generations", type=int, default=4, help="completions per prompt (G)")
     parser.add_argument("--learning-rate", type=float, default=5.0e-5)
     parser.add_argument("--sft-learning-rate", type=float, default=1.0e-4)
-    parser.add_argument("--max-new-tokens", type=int, default=96, help="completion budget, training and eval")
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="completion budget, training and eval")
     parser.add_argument("--set", action="append", default=[], help="GRPO recipe override key=value")
     parser.add_argument("--no-sft", action="store_true", help="skip the supervised arm")
     args = parser.parse_args()

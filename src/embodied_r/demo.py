@@ -124,6 +124,10 @@ def training_recipe(out: Path, size: DemoSize, model: str) -> dict[str, Any]:
             {"start": 1 + 2 * third, "weights": {"format": 0.1, "accuracy": 0.7, "consistency": 0.2}},
         ]},
         "sample_completions": 4,
+        # On any prompt file: prompts over 4,096 tokens lose their oldest frame descriptions, and one backward
+        # pass holds at most 8,192 tokens (the demo's own rows fit in one pass).
+        "max_prompt_tokens": 4096,
+        "max_train_batch_tokens": 8192,
         "output_dir": str(out / "train"),
         "max_steps": size.train_steps,
         "num_generations": 4,

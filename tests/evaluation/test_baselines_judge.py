@@ -13,7 +13,7 @@ from embodied_r.records import PromptRow
 DOCTEST_MODULES = [
     "embodied_r.evaluation.baselines", "embodied_r.evaluation.judge", "embodied_r.evaluation.split",
     "embodied_r.evaluation.benchmarks.common", "embodied_r.evaluation.benchmarks.urbanvideo",
-    "embodied_r.evaluation.benchmarks.vsibench", "embodied_r.evaluation.benchmarks.registry",
+    "embodied_r.evaluation.benchmarks.registry",
 ]
 
 

@@ -12,7 +12,8 @@ from embodied_r.evaluation.benchmarks.mvbench import load_mvbench
 from embodied_r.evaluation.benchmarks.registry import load_qa, parse_spec
 from embodied_r.evaluation.benchmarks.synthetic import load_synthetic
 from embodied_r.evaluation.benchmarks.urbanvideo import load_urbanvideo, scene_of_video, split_question
-from embodied_r.evaluation.benchmarks.vsibench import load_vsibench, vsibench_task_scores
+from embodied_r.evaluation.benchmarks.vsibench import load_vsibench
+from embodied_r.evaluation.reference_names import mvbench, vsibench
 from embodied_r.io import DataFileError
 from embodied_r.records import QARecord
 
@@ -138,9 +139,30 @@ def test_vsibench_missing_videos_are_warned_not_dropped(tmp_path: Path) -> None:
 
 
 def test_vsibench_official_aggregation() -> None:
-    scores = vsibench_task_scores({"object_rel_direction_easy": 1.0, "object_rel_direction_medium": 0.5,
-                                   "object_rel_direction_hard": 0.0, "object_counting": 0.3})
-    assert scores == {"object_counting": 0.3, "object_rel_direction": 0.5, "overall": 0.4}
+    scores = vsibench({"object_rel_direction_easy": 1.0, "object_rel_direction_medium": 0.5,
+                       "object_rel_direction_hard": 0.0, "object_counting": 0.3, "last_action": 1.0})
+    # Levels averaged unweighted into one score; the overall over VSI-Bench types only, in percent.
+    assert scores["object_rel_direction_accuracy"] == 50.0 and scores["object_counting_mra"] == 30.0
+    assert scores["vsibench_overall"] == 40.0
+    assert not scores["complete"] and "route_planning_accuracy" in scores["missing"] and len(scores["missing"]) == 6
+    every = {t: 0.5 for t in ("obj_appearance_order", "object_abs_distance", "object_counting", "object_rel_distance",
+                              "object_size_estimation", "room_size_estimation", "route_planning",
+                              "object_rel_direction")}  # merged levels, as Embodied-R loads them
+    full = vsibench(every)
+    assert full["complete"] and full["vsibench_overall"] == 50.0
+    assert len([k for k in full if k.endswith(("_accuracy", "_mra"))]) == 8
+    assert vsibench({"last_action": 1.0}) is None
+
+
+def test_mvbench_reference_leaves_empty_predictions_out() -> None:
+    predictions = [{"task": "action_sequence", "score": 1.0, "completion": "<answer>A</answer>"},
+                   {"task": "action_sequence", "score": 0.0, "completion": "  "},
+                   {"task": "moving_count", "score": 0.0, "completion": "B"},
+                   {"task": "moving_count", "score": 1.0, "completion": "C"}]
+    table = mvbench(predictions)
+    assert table["mvbench_action_sequence"] == 100.0 and table["mvbench_moving_count"] == 50.0
+    assert table["mvbench_average"] == 75.0 and table["empty_predictions_excluded"] == 1
+    assert mvbench([{"task": "route_planning", "score": 1.0, "completion": "A"}]) is None
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -8,20 +8,68 @@ from shared_paths import shared_data
 
 from embodied_r.evaluation.benchmarks.embodied_r_json import load_embodied_r_json, parse_options_from_text
 from embodied_r.io import DataFileError
-from embodied_r.reasoning.prompts import OFFICIAL_SYSTEM_PROMPT
+from embodied_r.reasoning.prompts import (
+    OFFICIAL_EXACT_SYSTEM_PROMPT,
+    OFFICIAL_SYSTEM_PROMPT,
+    build_user_text,
+    parse_official_prompt,
+)
 
 
 def test_real_urbanvideo_prompts_load_with_options() -> None:
     rows, report = load_embodied_r_json(shared_data("embodied_r_processed/urban_original_test.json"))
     assert len(rows) + len(report.skipped) == 14
     assert len(rows) == 14  # includes "Choice:" headers with the first option on the same line
+    items = {str(x["Question_id"]): x for x in json.loads(Path(shared_data("embodied_r_processed/urban_original_test.json"))
+                                                        .read_text())}
     for row in rows:
-        assert row.prompt[0]["content"] == OFFICIAL_SYSTEM_PROMPT
-        assert row.prompt[1]["content"].startswith("Please assume the role of an agent")
+        # Sent as the official batch inference sends it: its system prompt and the file's text, byte for byte.
+        assert row.prompt[0]["content"] == OFFICIAL_EXACT_SYSTEM_PROMPT
+        assert row.prompt[1]["content"] == items[row.id]["question"]
         assert 2 <= len(row.options) <= 8
         assert row.answer in {o[0] for o in row.options}
     tasks = {r.task for r in rows}
     assert {"Progress Evaluation", "Landmark Position", "Action Generation"} <= tasks
+
+
+def test_the_cleaned_variant_keeps_its_system_prompt() -> None:
+    rows, _ = load_embodied_r_json(shared_data("embodied_r_processed/urban_original_test.json"), prompt_version="official-v1")
+    assert rows[0].prompt[0]["content"] == OFFICIAL_SYSTEM_PROMPT != OFFICIAL_EXACT_SYSTEM_PROMPT
+    assert OFFICIAL_EXACT_SYSTEM_PROMPT == OFFICIAL_SYSTEM_PROMPT.replace("</think>\n", "</think> \n")
+
+
+def test_every_official_prompt_is_rendered_back_byte_for_byte() -> None:
+    # Each processed prompt read into frames and question text, then rendered by the official variant.
+    items = json.loads(Path(shared_data("embodied_r_processed/urban_original_test.json")).read_text())
+    for item in items:
+        parsed = parse_official_prompt(item["question"])
+        assert len(parsed.frames) == item["question"].count("\nFrame ") and parsed.frames[0]["action"] is None
+        assert all(f["action"] for f in parsed.frames[1:])
+        assert parse_options_from_text(parsed.question_text)  # the choices are in the question text
+        text = build_user_text(parsed.frames, "", None, "official", "Question: " + parsed.question_text)
+        assert text == item["question"], item["Question_id"]
+
+
+def test_official_variant_from_a_question_record_matches_the_processed_prompt() -> None:
+    # UrbanVideo-Bench's questions through its loader and build-prompts' own function, with the frames the
+    # official pipeline wrote: the official bytes, system prompt included.
+    pytest.importorskip("pandas")
+    from embodied_r.evaluation.benchmarks.urbanvideo import load_urbanvideo
+    from embodied_r.perception.prompt_rows import build_rows
+    from embodied_r.records import Perception
+
+    items = {str(x["Question_id"]): x for x in
+             json.loads(Path(shared_data("embodied_r_processed/urban_original_test.json")).read_text())}
+    records, _ = load_urbanvideo(shared_data("urbanvideo_bench/MCQ.parquet"))
+    questions = [r for r in records if r.id in items]
+    perceptions = {qid: Perception(qa_id=qid, video="v", backend="official", model="official", prompt_version="x",
+                                   frames=parse_official_prompt(item["question"]).frames)
+                   for qid, item in items.items()}
+    rows, missing = build_rows(questions, perceptions, "official")
+    assert len(rows) == len(items) and not missing
+    for row in rows:
+        assert row.prompt == [{"role": "system", "content": OFFICIAL_EXACT_SYSTEM_PROMPT},
+                              {"role": "user", "content": items[row.id]["question"]}], row.id
 
 
 def test_real_demo_file_strips_video_tag() -> None:

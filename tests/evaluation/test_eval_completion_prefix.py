@@ -10,7 +10,8 @@ import pytest
 from embodied_r.cli.main import main
 from embodied_r.core.chat import render_chat
 from embodied_r.evaluation.generation import generate_batch
-from embodied_r.evaluation.runner import evaluate_rows, run_eval
+from embodied_r.evaluation.predict import evaluate_rows
+from embodied_r.evaluation.runner import run_eval
 from embodied_r.io import DataFileError, read_jsonl
 from embodied_r.records import PromptRow
 
@@ -85,3 +86,34 @@ def test_cli_eval_completion_prefix(tmp_path: Path, tiny_lm_dir: Path) -> None:
     assert code == 0
     assert json.loads((out / "metrics.json").read_text())["generation"]["completion_prefix"] == PREFIX
     assert all(p["completion"].startswith(PREFIX) for p in read_jsonl(out / "predictions.jsonl"))
+
+
+def test_cli_eval_takes_its_settings_from_a_recipe(tmp_path: Path, tiny_lm_dir: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # A recipe's evaluation settings are the defaults; a flag given on the command line still wins.
+    data = _write_rows(tmp_path / "rows.jsonl", _rows(2))
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"train_data: {data}\neval_max_new_tokens: 5\ncompletion_prefix: '{PREFIX}'\n"
+                      "context_rule: truncate-left\nmax_prompt_tokens: 300\n")
+    out = tmp_path / "out"
+    assert main(["eval", "--data", str(data), "--model", str(tiny_lm_dir), "--out", str(out), "--dtype", "float32",
+                 "--baselines", "none", "--no-report", "--recipe", str(recipe)]) == 0
+    generation = json.loads((out / "metrics.json").read_text())["generation"]
+    assert generation["max_new_tokens"] == 5 and generation["completion_prefix"] == PREFIX
+    assert generation["from_recipe"] == {"recipe": str(recipe), "max_new_tokens": 5, "completion_prefix": PREFIX,
+                                         "context_rule": "truncate-left", "max_prompt_tokens": 300}
+    assert json.loads((out / "run.json").read_text())["context"] == {"rule": "truncate-left", "max_prompt_tokens": 300}
+    printed = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
+    assert "at most 5 new tokens" in printed and f"settings from recipe {recipe}" in printed
+    other = tmp_path / "other"
+    assert main(["eval", "--data", str(data), "--model", str(tiny_lm_dir), "--out", str(other), "--dtype", "float32",
+                 "--baselines", "none", "--no-report", "--recipe", str(recipe), "--max-new-tokens", "3"]) == 0
+    assert json.loads((other / "metrics.json").read_text())["generation"]["max_new_tokens"] == 3
+
+
+def test_paper_recipe_evaluates_with_the_official_budget_and_prompt_rule() -> None:
+    from embodied_r.training.recipe import load_recipe
+
+    recipe = load_recipe(Path(__file__).parents[2] / "recipes" / "embodied_r" / "paper_qwen2.5-3b.yaml")
+    assert (recipe.eval_max_new_tokens, recipe.prompt_version) == (3096, "official")
+    assert (recipe.context_rule, recipe.max_prompt_tokens) == ("truncate-left", 6144)

@@ -72,6 +72,22 @@ def test_report_before_after_and_training(tmp_path: Path) -> None:
     assert "Held-out evaluations during training" in page and "40.0 [26.3, 55.4]" in page
 
 
+def test_report_shows_the_reference_names(tmp_path: Path) -> None:
+    from embodied_r.evaluation.reference_names import reference_metrics
+
+    folder = make_eval_run(tmp_path / "vsi", [True, False])
+    metrics = json.loads((folder / "metrics.json").read_text())
+    metrics["reference"] = reference_metrics({"object_rel_direction_easy": 1.0, "object_rel_direction_hard": 0.0,
+                                              "route_planning": 0.25}, [])
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    build_report([folder], tmp_path / "report")
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "Under the reference names (lmms-eval)" in page
+    assert "vsibench: object_rel_direction_accuracy</td><td>50.0" in page
+    assert "vsibench: vsibench_overall</td><td>37.5" in page  # mean of 50 and 25
+    assert "missing: obj_appearance_order_accuracy" in page  # an overall over fewer types says so
+
+
 def test_training_history_falls_back_to_trainer_state(tmp_path: Path) -> None:
     run = make_training_run(tmp_path / "t", with_jsonl=False)
     history = training_history(run)
@@ -91,3 +107,18 @@ def test_report_rejects_unknown_folders(tmp_path: Path) -> None:
         build_report([tmp_path / "empty"], tmp_path / "out")
     with pytest.raises(DataFileError, match="not a folder"):
         build_report([tmp_path / "missing"], tmp_path / "out")
+
+
+def test_eval_prints_the_reference_names(capsys: pytest.CaptureFixture[str]) -> None:
+    from embodied_r.cli.eval import print_metrics
+    from embodied_r.evaluation.reference_names import reference_metrics
+
+    predictions = [{"task": "object_counting", "score": 0.6, "parsed_answer": 8.0},
+                   {"task": "route_planning", "score": 1.0, "parsed_answer": "A"}]
+    metrics = {**task_table(predictions), "model": "m", "data": "d", "resumed": 0, "generated_this_run": 2,
+               "wall_time_s": 1.0}
+    metrics["reference"] = reference_metrics({t: v["score"] for t, v in metrics["tasks"].items()}, predictions)
+    print_metrics(metrics)
+    out = capsys.readouterr().out
+    assert "lmms-eval" in out and "object_counting_mra" in out and "vsibench_overall" in out and "80.0" in out
+    assert "missing:" in out

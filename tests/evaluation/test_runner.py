@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from embodied_r.evaluation import runner
-from embodied_r.evaluation.runner import evaluate_rows, load_eval_rows, run_eval, score_completion
+from embodied_r.evaluation import predict
+from embodied_r.evaluation.predict import evaluate_rows, score_completion
+from embodied_r.evaluation.runner import load_eval_rows, run_eval
 from embodied_r.io import DataFileError, read_jsonl
 from embodied_r.records import PromptRow
 
@@ -55,13 +56,13 @@ def test_run_eval_resumes_without_recomputing(tmp_path: Path, tiny_lm_dir: Path,
     before = read_jsonl(out / "predictions.jsonl")
 
     generated_ids: list[str] = []
-    original = runner.evaluate_rows
+    original = predict.evaluate_rows
 
     def spy(model, tokenizer, rows, **kwargs):
         generated_ids.extend(r.id for r in rows)
         return original(model, tokenizer, rows, **kwargs)
 
-    monkeypatch.setattr(runner, "evaluate_rows", spy)
+    monkeypatch.setattr(predict, "evaluate_rows", spy)
     second = run_eval(data, str(tiny_lm_dir), out, batch_size=2, max_new_tokens=4, dtype="float32")
     assert sorted(generated_ids) == ["q4", "q5"]  # only the unfinished ones
     after = read_jsonl(out / "predictions.jsonl")

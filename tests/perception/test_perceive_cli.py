@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from embodied_r.cli.main import main
-from embodied_r.evaluation.runner import load_prompt_rows_jsonl
+from embodied_r.evaluation.inputs import load_prompt_rows_jsonl
 from embodied_r.io import read_jsonl
 from embodied_r.perception.fake_server import FakeVLMServer
 from embodied_r.reasoning.prompts import OFFICIAL_SYSTEM_PROMPT

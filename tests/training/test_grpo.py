@@ -212,3 +212,30 @@ def test_a_checkpoint_cut_short_by_a_kill_is_skipped_on_resume(tiny_recipe, caps
     steps = [r["step"] for r in read_jsonl(run / "metrics.jsonl") if "loss" in r]
     assert steps == [1, 2, 3, 4]  # continued after step 2
     assert not partial.exists() and (run / "checkpoint-4" / "trainer_state.json").is_file()
+
+
+def test_samples_come_from_every_process(tmp_path, monkeypatch) -> None:
+    # Two processes of 2 completions each: TRL's gathered rewards hold rank 0's rows, then rank 1's. The
+    # main process writes samples of both ranks, each with its own rewards.
+    from types import SimpleNamespace
+
+    import accelerate.utils
+    import torch
+
+    from embodied_r.io import read_jsonl
+    from embodied_r.training.grpo import EmbodiedGRPOTrainer
+
+    other_rank = [(1, {"id": "r1-a", "task": "t", "answer": "B", "completion": "x"}),
+                  (1, {"id": "r1-b", "task": "t", "answer": "B", "completion": "y"})]
+    monkeypatch.setattr(accelerate.utils, "gather_object", lambda local: list(local) + other_rank)
+    fake = SimpleNamespace(
+        accelerator=SimpleNamespace(num_processes=2, process_index=0, is_main_process=True),
+        state=SimpleNamespace(global_step=4), samples_path=tmp_path / "samples.jsonl", samples_per_batch=3,
+        reward_func_names=["accuracy"], reward_weights=torch.tensor([1.0]),
+    )
+    inputs = [{"id": "r0-a", "task": "t", "answer": "A"}, {"id": "r0-b", "task": "t", "answer": "A"}]
+    rewards = torch.tensor([[0.0], [1.0], [0.25], [0.75]])  # gathered: r0-a, r0-b, r1-a, r1-b
+    EmbodiedGRPOTrainer._record_samples(fake, inputs, ["<answer>A</answer>", "z"], rewards)
+    rows = read_jsonl(tmp_path / "samples.jsonl")
+    assert [(r["id"], r["rewards"]["accuracy"]) for r in rows] == [("r0-a", 0.0), ("r1-a", 0.25), ("r0-b", 1.0)]
+    assert all(r["step"] == 5 for r in rows)

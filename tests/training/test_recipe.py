@@ -171,9 +171,71 @@ def test_cli_errors_before_training(tmp_path: Path, capsys: pytest.CaptureFixtur
     ("num_generations=1", "at least 2"), ("max_steps=0", "max_steps must be positive"),
     ("bf16=1", "bf16 must be bool"), ("top_p=1.5", "top_p must be in"), ("beta=-0.1", "beta must be non-negative"),
     ("judge_scoring=logits", "'judge_scoring' must be one of option-text, letter"),
+    ("loss_type=bogus", "loss_type 'bogus' must be one of"), ("scale_rewards=bogus", "scale_rewards 'bogus'"),
+    ("importance_sampling_level=word", "importance_sampling_level"), ("prompt_version=v9", "prompt_version"),
 ])
 def test_values_are_checked_before_anything_runs(override: str, message: str) -> None:
     recipe = RECIPES / "embodied_r" / "cpu_smollm2.yaml"
     with pytest.raises(RecipeError, match=message):
         load_recipe(recipe, [override])
     assert main(["train", "--recipe", str(recipe), "--set", override, "--check"]) == 2
+
+
+def test_check_rehearses_a_cluster_run(capsys: pytest.CaptureFixture) -> None:
+    import time
+
+    import yaml
+
+    paper = str(RECIPES / "embodied_r" / "paper_qwen2.5-3b.yaml")
+    started = time.perf_counter()
+    # One process cannot hold the paper's groups of 8 with 4 completions per device: refused at once.
+    assert main(["train", "--recipe", paper, "--check", "--num-processes", "1"]) == 2
+    assert "not a multiple of num_generations 8" in capsys.readouterr().err
+    assert time.perf_counter() - started < 5  # nothing heavy was imported or loaded
+    assert main(["train", "--recipe", paper, "--check", "--num-processes", "8"]) == 0
+    out = capsys.readouterr().out
+    assert yaml.safe_load(out)["model"] == "Qwen/Qwen2.5-3B-Instruct"  # the printed recipe is valid YAML
+    assert "32 completions (4 prompts) per optimizer step" in out and "the paper: 32" in out
+    # TRL's own config is built: a value only TRL rejects is caught by --check too.
+    assert main(["train", "--recipe", paper, "--check", "--num-processes", "8", "--set",
+                 "lr_scheduler_type=bogus"]) == 2
+    assert "TRL rejected the configuration" in capsys.readouterr().err
+
+
+def test_the_process_group_gets_the_recipes_ddp_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    # accelerate creates the process group on the first PartialState(); train() makes that first call
+    # with the recipe's timeout (TRL's GRPOConfig, which carries ddp_timeout, exists only later).
+    from datetime import timedelta
+
+    from embodied_r.training import grpo
+
+    seen: list[dict] = []
+
+    class Recorder:
+        is_main_process = True
+
+        def __init__(self, **kwargs: object) -> None:
+            seen.append(kwargs)
+
+    monkeypatch.setattr(grpo, "PartialState", Recorder)
+    grpo.process_state(load_recipe(None, ["train_data=toy:2", "ddp_timeout=600"]))
+    grpo.process_state(load_recipe(None, ["train_data=toy:2"]))
+    assert seen == [{"timeout": timedelta(seconds=600)}, {"timeout": timedelta(seconds=1800)}]
+
+
+def test_attention_implementation_reaches_policy_and_judge_and_is_checked(tiny_lm_dir: Path) -> None:
+    import importlib.util
+
+    from embodied_r.inference.judges import build_judge
+    from embodied_r.training.grpo import build_config
+
+    recipe = load_recipe(None, ["train_data=toy:2", "attn_implementation=eager", "reward_schedule=null",
+                                "rewards=[format]", "per_device_train_batch_size=8"])
+    assert build_config(recipe, None, num_processes=1).model_init_kwargs["attn_implementation"] == "eager"
+    judge = build_judge("policy", str(tiny_lm_dir), dtype="float32", attn_implementation="eager")
+    assert judge.model.config._attn_implementation == "eager"
+    with pytest.raises(RecipeError, match="must be one of sdpa, eager"):
+        load_recipe(None, ["train_data=toy:2", "attn_implementation=fast"])
+    if importlib.util.find_spec("flash_attn") is None:  # a kernel that is not installed: refused before loading
+        with pytest.raises(RecipeError, match="needs the 'flash_attn' package"):
+            load_recipe(None, ["train_data=toy:2", "attn_implementation=flash_attention_2"])

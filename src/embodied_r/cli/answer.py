@@ -43,7 +43,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 def _backend(args: argparse.Namespace, video_dir: Any) -> Any:
     from embodied_r.cli.common import CLIError
     from embodied_r.cli.perceive import _backend_options
-    from embodied_r.perception.backends import make_backend
+    from embodied_r.perception.factory import make_backend
 
     name, _, model = args.vlm.partition("/")
     if name not in ("oracle", "openai", "transformers"):

@@ -24,8 +24,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--qa", required=True, help="questions (QARecord .jsonl)")
     parser.add_argument("--perception", required=True, help="Perception .jsonl from `embodied-r perceive`")
     parser.add_argument("--out", required=True, help="output prompt rows (.jsonl)")
-    parser.add_argument("--prompt-version", default="official-v1", choices=["official-v1", "structured-v1"],
-                        help="reasoner prompt template (default: %(default)s, the paper's exact text)")
+    parser.add_argument("--prompt-version", default="official-v1", choices=["official", "official-v1", "structured-v1"],
+                        help="reasoner prompt template (default: %(default)s, the official words with whitespace "
+                             "normalised; official: the official bytes, including the source's question text)")
     return parser
 
 

@@ -27,8 +27,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     add_generation_arguments(parser, "evaluate only the first N questions")
     parser.add_argument("--engine", default="auto", choices=["auto", "transformers", "vllm"],
                         help="generation engine; auto = vLLM when installed with a GPU (default: %(default)s)")
-    parser.add_argument("--prompt-version", default="official-v1", choices=["official-v1", "structured-v1"],
-                        help="reasoner prompt template for loader specs (default: %(default)s)")
+    parser.add_argument("--prompt-version", default=None, choices=["official", "official-v1", "structured-v1"],
+                        help="reasoner prompt template: for loader specs (default official-v1) and the system "
+                             "prompt of an official processed .json (default official: the official bytes)")
     parser.add_argument("--completion-prefix", default="", metavar="TEXT",
                         help="prefill the reasoner's assistant turn with TEXT (e.g. '<think>'); use the "
                         "completion_prefix of the training recipe so a trained model is evaluated as it "
@@ -58,7 +59,41 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                        help="how a local judge answers: option-text (each option's text scored after the "
                        "reasoning, calibrated; default) or letter (next-token option letter, the official rule)")
     extra.add_argument("--no-report", action="store_true", help="skip report.html and plots")
+    parser.add_argument("--recipe", default=None, metavar="FILE",
+                        help="evaluate as this training recipe asks: its eval_max_new_tokens, completion_prefix, "
+                        "context_rule, max_prompt_tokens and prompt_version become the defaults (flags given "
+                        "here still win); e.g. the paper recipe's 3,096-token budget and 6,144-token prompts")
+    # Unset unless given, so that a recipe can supply them (fallbacks in RECIPE_SETTINGS).
+    parser.set_defaults(max_new_tokens=None, context_rule=None, max_prompt_tokens=None, completion_prefix=None)
     return parser
+
+
+# eval flag <- recipe key, and the value without either.
+RECIPE_SETTINGS = {"max_new_tokens": ("eval_max_new_tokens", 256), "completion_prefix": ("completion_prefix", ""),
+                   "context_rule": ("context_rule", "drop-frames"), "max_prompt_tokens": ("max_prompt_tokens", None),
+                   "prompt_version": ("prompt_version", None)}
+
+
+def apply_recipe(args: argparse.Namespace) -> dict[str, Any]:
+    """Fill the unset generation flags from ``--recipe`` (or their defaults); returns what the recipe set."""
+    from embodied_r.cli.common import CLIError
+    from embodied_r.training.recipe import RecipeError, load_recipe
+
+    recipe = None
+    if args.recipe:
+        try:
+            recipe = load_recipe(args.recipe)
+        except (RecipeError, OSError) as exc:
+            raise CLIError(f"--recipe {args.recipe}: {exc}") from None
+    taken = {}
+    for flag, (key, fallback) in RECIPE_SETTINGS.items():
+        if getattr(args, flag) is not None:
+            continue
+        value = getattr(recipe, key) if recipe is not None else None
+        if value is not None and value != "":
+            taken[flag] = value
+        setattr(args, flag, fallback if value is None else value)
+    return taken
 
 
 def perception_source(args: argparse.Namespace) -> Any:
@@ -88,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from embodied_r.cli.common import CLIError, check_generation_arguments, console, context_policy
     from embodied_r.evaluation.runner import run_eval
 
+    from_recipe = apply_recipe(args)
     check_generation_arguments(args)
     from embodied_r.evaluation.analysis import BASELINES
 
@@ -96,6 +132,9 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise CLIError(f"--baselines: unknown {unknown}; choose from {list(BASELINES)} or 'none'")
     perception = perception_source(args)
+    if from_recipe:
+        console().print(f"from recipe {args.recipe}: " + ", ".join(f"{k} {v!r}" for k, v in from_recipe.items()),
+                        markup=False)
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console(), transient=False) as bar:
         task = bar.add_task("evaluating", total=None)
@@ -109,14 +148,14 @@ def run(args: argparse.Namespace) -> int:
                            baselines=baselines, judge=args.judge, judge_model=args.judge_model,
                            report=not args.no_report, completion_prefix=args.completion_prefix,
                            judge_sees_letters=args.judge_sees_letters, judge_scoring=args.judge_scoring,
-                           context=context_policy(args))
+                           context=context_policy(args), settings_from_recipe=(
+                               {"recipe": str(args.recipe), **from_recipe} if args.recipe else None))
     print_metrics(metrics)
     return 0
 
 
 def print_metrics(metrics: dict[str, Any]) -> None:
     from embodied_r.cli.common import console, print_table
-
     from embodied_r.evaluation.intervals import format_interval
 
     rows = [[task, t["n"], format_interval(t["score"], t.get("ci95")), t["unparsed"]]
@@ -130,6 +169,12 @@ def print_metrics(metrics: dict[str, Any]) -> None:
     out = console()
     out.print(f"unparsed rate {overall['unparsed_rate']:.1%}; {metrics['resumed']} predictions resumed, "
               f"{metrics['generated_this_run']} generated this run; wall time {metrics['wall_time_s']} s")
+    generation = metrics.get("generation") or {}
+    if generation:
+        source = (generation.get("from_recipe") or {}).get("recipe")
+        out.print(f"greedy decoding, at most {generation['max_new_tokens']} new tokens, prompt version "
+                  f"{generation.get('prompt_version')}" + (f" (settings from recipe {source})" if source else ""),
+                  markup=False)
     if metrics.get("duplicate_predictions_ignored"):
         out.print(f"{metrics['duplicate_predictions_ignored']} duplicate prediction(s) in predictions.jsonl were "
                   "ignored (each question counts once, with its first prediction)")
@@ -152,6 +197,15 @@ def print_metrics(metrics: dict[str, Any]) -> None:
                  for name, b in metrics.get("baselines", {}).items()]
     if baselines:
         print_table("baselines", ["baseline", "status", "micro", "note"], baselines)
+    from embodied_r.evaluation.reference_names import reference_note, reference_rows
+
+    reference = reference_rows(metrics)
+    if reference:
+        print_table("under the reference harness's names (lmms-eval), %",
+                    ["benchmark", "metric", "score %"], [[b, k, "–" if v is None else f"{v:.1f}"] for b, k, v in reference])
+        note = reference_note(metrics)
+        if note:
+            out.print(note, markup=False)
     bias = (metrics.get("position_bias") or {}).get("overall")
     if bias and bias.get("max_excess") is not None:
         out.print(f"position bias: most predicted letter {bias['most_predicted']}, largest excess over the gold share "

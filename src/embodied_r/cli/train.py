@@ -35,21 +35,46 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="validate the recipe and print the resolved keys, without loading models or data",
+        help="a dress rehearsal: check every value, the batch geometry for --num-processes and TRL's "
+        "GRPOConfig, print the resolved recipe (YAML) and the global batch; loads no model or data",
+    )
+    parser.add_argument(
+        "--num-processes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --check: the processes (GPUs) the run will have (default: the launcher's, else 1)",
     )
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    from embodied_r.cli.common import CLIError, console, print_table
-    from embodied_r.training.recipe import RecipeError, dump_recipe, load_recipe
+    from embodied_r.cli.common import CLIError, print_table
+    from embodied_r.training.recipe import RecipeError, dump_recipe, launcher_processes, load_recipe
 
+    processes = args.num_processes or launcher_processes()
+    if processes < 1:
+        raise CLIError(f"--num-processes must be positive, got {processes}")
     try:
-        recipe = load_recipe(args.recipe, args.overrides)
+        recipe = load_recipe(args.recipe, args.overrides, num_processes=processes)
     except RecipeError as exc:
         raise CLIError(str(exc)) from exc
     if args.check:
-        console().print(dump_recipe(recipe))
+        import sys
+
+        from embodied_r.training.grpo import rehearse
+        from embodied_r.training.recipe import PAPER_GLOBAL_BATCH
+
+        try:
+            batch = rehearse(recipe, processes)
+        except RecipeError as exc:
+            raise CLIError(str(exc)) from exc
+        sys.stdout.write(dump_recipe(recipe))  # plain, unwrapped: the output is a valid recipe file
+        sys.stdout.write(
+            f"# check passed for {processes} process(es): {batch['completions_per_step']} completions "
+            f"({batch['prompts_per_step']} prompts) per optimizer step; the paper: {PAPER_GLOBAL_BATCH} "
+            f"completions (4 prompts x 8) on 8 GPUs\n"
+        )
         return 0
 
     from embodied_r.inference.judges import JudgeError

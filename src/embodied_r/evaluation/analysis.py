@@ -27,7 +27,7 @@ def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, en
                   batch_size: int, direct_max_new_tokens: int, perception: Any = None,
                   context: Any = None) -> dict[str, Any]:
     """Tables for the requested baselines, keyed by name; ``direct`` prompts follow the ``context`` policy."""
-    from embodied_r.evaluation.runner import generate_resumable, prediction_context
+    from embodied_r.evaluation.predict import generate_resumable, prediction_context
     from embodied_r.inference.context_policy import ContextPolicy
 
     context = context or ContextPolicy()
@@ -62,7 +62,7 @@ def vlm_only_baseline(rows: Sequence[PromptRow], perception: Any, out: Path) -> 
     if backend == "oracle":
         return not_run("vlm_only", "the oracle backend writes simulator ground truth; it cannot answer questions")
     from embodied_r.evaluation.vlm_only import run_vlm_only
-    from embodied_r.perception.backends import make_backend
+    from embodied_r.perception.factory import make_backend
 
     predictions, excluded = run_vlm_only(rows, make_backend(backend, **perception.options), perception.keyframes,
                                          out / "baselines" / "vlm_only.jsonl")
@@ -120,7 +120,7 @@ def probe_for_eval(judge: Any, rows: Sequence[PromptRow], out: Path) -> dict[str
 def assemble_metrics(predictions: Sequence[dict[str, Any]], rows: Sequence[PromptRow], baselines: dict[str, Any],
                      consistency: dict[str, Any], load_report: LoadReport) -> dict[str, Any]:
     """The model's task table plus everything reported beside it."""
-    from embodied_r.evaluation.benchmarks.vsibench import vsibench_task_scores
+    from embodied_r.evaluation.reference_names import reference_metrics
 
     metrics = task_table(predictions)
     # Rows the context policy skipped have no completion by design; they are counted in ``context``.
@@ -131,8 +131,8 @@ def assemble_metrics(predictions: Sequence[dict[str, Any]], rows: Sequence[Promp
         table["empty_completions"] = sum(1 for p in empty if p["task"] == task)
         table["metric"] = "MRA" if any(p["task"] == task and p.get("answer_type") == "number"
                                        for p in predictions) else "accuracy"
-    if any(t.startswith("object_rel_direction_") for t in metrics["tasks"]):
-        metrics["vsibench"] = vsibench_task_scores({t: v["score"] for t, v in metrics["tasks"].items()})
+    # The reference harness's names and aggregation (lmms-eval), beside ours.
+    metrics["reference"] = reference_metrics({t: v["score"] for t, v in metrics["tasks"].items()}, predictions)
     metrics["position_bias"] = position_bias(predictions)
     metrics["baselines"] = baselines
     metrics["consistency"] = consistency

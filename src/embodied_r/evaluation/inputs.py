@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embodied_r.evaluation.benchmarks.common import LoadReport
+from embodied_r.evaluation.benchmarks.common import LoadReport, check_records, read_records
 from embodied_r.evaluation.benchmarks.registry import (
     load_qa, parse_spec, prompt_rows_from_perception, read_perceptions,
 )
@@ -42,23 +42,47 @@ class PerceptionSource:
         return {"file": self.file, "backend": self.backend, "keyframes": self.keyframes}
 
 
-def load_prompt_file(path: str | Path, prompt_version: str = "official-v1") -> tuple[list[PromptRow], LoadReport]:
+def load_prompt_rows_jsonl(path: str | Path) -> tuple[list[PromptRow], LoadReport]:
+    """PromptRow jsonl (what ``build-prompts`` writes); unusable rows are reported, not scored."""
+    report = LoadReport()
+    rows = check_records(read_records(path, PromptRow, report), report, problem_of=_row_problem)
+    return rows, report
+
+
+def _row_problem(row: PromptRow) -> str | None:
+    if not row.prompt or not any(str(m.get("content", "")).strip() for m in row.prompt):
+        return "empty prompt"
+    if row.answer_type == "choice":
+        if not row.options:
+            return "choice question without options"
+        letters = {str(o).strip()[:1].upper() for o in row.options}
+        if str(row.answer).strip().upper() not in letters:
+            return f"answer {row.answer!r} is not one of the option letters"
+    return None
+
+
+# An official processed file is the official pipeline's text: by default it is sent with the official
+# system prompt, byte for byte (reasoning/prompts.py); prompts built here from perception default to ours.
+PROCESSED_FILE_PROMPT_VERSION = "official"
+
+
+def load_prompt_file(path: str | Path, prompt_version: str | None = None) -> tuple[list[PromptRow], LoadReport]:
     """Rows from an official processed JSON file (``.json``) or a PromptRow file (``.jsonl``)."""
     from embodied_r.evaluation.benchmarks.embodied_r_json import load_embodied_r_json
-    from embodied_r.evaluation.runner import load_prompt_rows_jsonl
 
     path = require_file(path)
     if path.suffix == ".jsonl":
         return load_prompt_rows_jsonl(path)
     if path.suffix == ".json":
-        return load_embodied_r_json(path, prompt_version=prompt_version)
+        return load_embodied_r_json(path, prompt_version=prompt_version or PROCESSED_FILE_PROMPT_VERSION)
     raise DataFileError(f"{path}: unsupported data file; give an official processed .json, a prompt-row .jsonl, "
                         "or a loader spec such as urbanvideo:PATH")
 
 
-def load_inputs(data: str | Path, prompt_version: str = "official-v1", perception: PerceptionSource | None = None,
+def load_inputs(data: str | Path, prompt_version: str | None = None, perception: PerceptionSource | None = None,
                 out_dir: str | Path | None = None) -> tuple[list[PromptRow], LoadReport]:
-    """Prompt rows for ``data`` (a plain file or a loader spec) and the report of exclusions."""
+    """Prompt rows for ``data`` (a plain file or a loader spec) and the report of exclusions.
+    ``prompt_version`` None: ``official`` for an official processed file, the default template otherwise."""
     spec = parse_spec(str(data))
     if spec.loader is None:
         if perception is not None and perception.given:
@@ -79,7 +103,9 @@ def load_inputs(data: str | Path, prompt_version: str = "official-v1", perceptio
         base = Path(spec.path.partition("#")[0])
         qa_dir = base if base.is_dir() else base.parent  # relative videos are relative to the question file
         perceptions = read_perceptions(run_perception(records, perception, Path(out_dir), report, qa_dir))
-    rows = prompt_rows_from_perception(records, perceptions, report, prompt_version)
+    from embodied_r.reasoning.prompts import DEFAULT_PROMPT_VERSION
+
+    rows = prompt_rows_from_perception(records, perceptions, report, prompt_version or DEFAULT_PROMPT_VERSION)
     return rows, report
 
 
@@ -89,7 +115,7 @@ def run_perception(records: list[QARecord], source: PerceptionSource, out_dir: P
 
     Questions whose video is missing are not sent; they end up reported as having no perception.
     """
-    from embodied_r.perception.backends import make_backend
+    from embodied_r.perception.factory import make_backend
     from embodied_r.perception.cache import PerceptionCache
     from embodied_r.perception.runner import perceive
 

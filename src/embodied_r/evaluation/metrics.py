@@ -10,20 +10,26 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-# VSI-Bench's confidence thresholds C = {0.50, 0.55, ..., 0.95} (Yang et al., "Thinking in Space", Eq. 1).
-MRA_THRESHOLDS: tuple[float, ...] = tuple(round(0.50 + 0.05 * i, 2) for i in range(10))
+# VSI-Bench's confidence thresholds C = {0.50, 0.55, ..., 0.95} (Yang et al., "Thinking in Space", Eq. 1),
+# as the reference code builds them: np.linspace(.5, .95, int((.95 - .5) / .05 + 2)), i.e. 10 points
+# start + i * step with the last set to .95. The same floating-point operations give the same values
+# (0.8999999999999999, not 0.9), so scores match the reference at every boundary.
+_MRA_STEP = (0.95 - 0.50) / 9
+MRA_THRESHOLDS: tuple[float, ...] = (*(0.50 + i * _MRA_STEP for i in range(9)), 0.95)
 
 
 def mean_relative_accuracy(prediction: float, target: float) -> float:
-    """VSI-Bench mean relative accuracy: the share of thresholds θ with |ŷ−y|/y ≤ 1−θ.
-
-    Uses ``<=`` as the reference implementation does (the paper writes ``<``; they differ only at
-    exact boundaries). The target must be positive, as in VSI-Bench.
+    """VSI-Bench mean relative accuracy: the share of thresholds θ with |ŷ−y|/y ≤ 1−θ, computed as the
+    reference code computes it (``abs(pred - target) / target <= 1 - conf`` in float64; the paper
+    writes ``<``). No tolerance is added at the boundaries: a prediction of 8 for 10 scores 0.6, since
+    1 − 0.8 is 0.19999999999999996 < 0.2. The target must be positive, as in VSI-Bench.
 
     >>> mean_relative_accuracy(10.0, 10.0)
     1.0
     >>> mean_relative_accuracy(14.0, 10.0)  # 40% error passes thresholds 0.50, 0.55, 0.60
     0.3
+    >>> mean_relative_accuracy(8.0, 10.0)
+    0.6
     >>> mean_relative_accuracy(20.0, 10.0)
     0.0
     """
@@ -32,8 +38,7 @@ def mean_relative_accuracy(prediction: float, target: float) -> float:
     if prediction is None or not math.isfinite(float(prediction)):
         return 0.0
     relative_error = abs(float(prediction) - float(target)) / float(target)
-    # Small epsilon: 1 - 0.95 is 0.05000000000000004 in floating point; keep exact boundaries inclusive.
-    hits = sum(relative_error <= (1.0 - theta) + 1e-9 for theta in MRA_THRESHOLDS)
+    hits = sum(relative_error <= 1.0 - theta for theta in MRA_THRESHOLDS)
     return hits / len(MRA_THRESHOLDS)
 
 

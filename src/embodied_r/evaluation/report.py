@@ -259,6 +259,23 @@ def _differences_section(evals: list[dict[str, Any]]) -> str:
             + _table(["comparison", "n", "difference", "95 % interval", "verdict"], rows))
 
 
+def _reference_section(evals: list[dict[str, Any]]) -> str:
+    """The scores under the reference harness's names (lmms-eval), one column per evaluation."""
+    from embodied_r.evaluation.reference_names import reference_note, reference_rows
+
+    keys = list(dict.fromkeys((b, k) for r in evals for b, k, _ in reference_rows(r["metrics"])))
+    if not keys:
+        return ""
+    values = [{(b, k): v for b, k, v in reference_rows(r["metrics"])} for r in evals]
+    rows = [[f"{b}: {k}"] + [_fmt(None if v.get((b, k)) is None else v[(b, k)] / 100) for v in values] for b, k in keys]
+    note = reference_note(evals[-1]["metrics"])
+    return ("<h2>Under the reference names (lmms-eval)</h2><p class='note'>The same predictions aggregated as the "
+            "reference harness does (VSI-Bench: relative-direction levels averaged, overall the mean of the "
+            "question types; MVBench: empty predictions left out)."
+            + (f" {html.escape(note)}." if note else "") + "</p>"
+            + _table(["metric"] + [r["name"] for r in evals], rows))
+
+
 def _consistency_section(consistency: dict[str, Any]) -> str:
     """The rate, the judge's probe beside it, and any flag that makes the rate uninformative."""
     o = consistency["overall"]
@@ -319,6 +336,7 @@ def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], ta
                      "moves by many points per question, as its interval shows.</p>" + _table(headers, rows))
         if len(evals) > 1:
             parts.append(_differences_section(evals))
+        parts.append(_reference_section(evals))
         main = evals[-1]["metrics"]
         baseline_rows = [[name, b.get("status"), b.get("overall", {}).get("micro"), b.get("overall", {}).get("macro"),
                           b.get("reason") or b.get("note") or b.get("fit_on")] for name, b in main.get("baselines", {}).items()]

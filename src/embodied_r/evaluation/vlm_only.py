@@ -40,7 +40,7 @@ def _timestamps(keyframes_dir: Path, video: Path) -> list[float]:
 def run_vlm_only(rows: Sequence[PromptRow], backend: Any, keyframes_dir: str | Path, out_path: str | Path,
                  max_side: int | None = 768) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """(scored predictions for ``rows``, exclusions with reasons)."""
-    from embodied_r.evaluation.runner import score_completion
+    from embodied_r.evaluation.predict import score_completion
     from embodied_r.perception.backends import FrameRequest
     from embodied_r.perception.runner import resize_to_max_side
     from embodied_r.video.decode import read_frames_at

@@ -177,13 +177,15 @@ class ReferenceJudge:
 
     @classmethod
     def from_pretrained(
-        cls, name_or_path: str, dtype: str = "auto", device: str | None = None, **kwargs: Any
+        cls, name_or_path: str, dtype: str = "auto", device: str | None = None,
+        attn_implementation: str | None = None, **kwargs: Any
     ) -> ReferenceJudge:
         """Load a reference model by built-in name, local folder or hub id (see ``load_reasoner``)."""
         from embodied_r.reasoning.models import load_reasoner
 
         try:
-            model, tokenizer = load_reasoner(name_or_path, dtype=dtype, device=device or default_device())
+            model, tokenizer = load_reasoner(name_or_path, dtype=dtype, device=device or default_device(),
+                                             attn_implementation=attn_implementation)
         except Exception as exc:  # noqa: BLE001 - any load failure becomes one clear error, before training
             raise JudgeError(
                 f"cannot load the judge model {name_or_path!r} ({type(exc).__name__}: {exc}); give a built-in "
@@ -548,7 +550,8 @@ class OpenAIJudge:
 
 
 def build_judge(
-    spec: Any, policy_model: str, dtype: str = "auto", sees_letters: bool = False, scoring: str | None = None
+    spec: Any, policy_model: str, dtype: str = "auto", sees_letters: bool = False, scoring: str | None = None,
+    attn_implementation: str | None = None,
 ) -> Judge:
     """A judge from a recipe's ``reference_model``: ``"policy"``/None (a frozen copy of the starting
     policy), a model name/path, or ``{"base_url": ..., "model": ...}`` for an endpoint.
@@ -558,7 +561,8 @@ def build_judge(
     asking it for ``option-text`` is an error."""
     if scoring is not None and scoring not in SCORING_RULES:
         raise ValueError(f"judge scoring {scoring!r} not known; use one of {', '.join(SCORING_RULES)}")
-    local = {"sees_letters": sees_letters, "scoring": scoring or DEFAULT_SCORING}
+    local = {"sees_letters": sees_letters, "scoring": scoring or DEFAULT_SCORING,
+             "attn_implementation": attn_implementation}
     if spec is None or spec == "policy":
         return ReferenceJudge.from_pretrained(policy_model, dtype=dtype, **local)
     if isinstance(spec, str):

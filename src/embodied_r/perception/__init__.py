@@ -1,8 +1,8 @@
 """VLM perception: describe each key frame of a question's video as text (Embodied-R §3).
 
 - ``prompts``: the official-v1 and json-v1 perception prompts; ``entities``: what json-v1 shows.
-- ``backends``: the ``PerceptionBackend`` protocol, the oracle, and ``make_backend``;
-  ``openai_client`` and ``local_vlm`` hold the HTTP and local-model backends.
+- ``backends``: the ``PerceptionBackend`` protocol and the oracle; ``openai_client`` and ``local_vlm``
+  hold the HTTP and local-model backends; ``factory.make_backend`` builds any of them by name.
 - ``parsing``: VLM answers -> frames, plus answer-leak detection; ``cache``: on-disk request cache.
 - ``runner``: QARecords + key frames -> ``Perception`` records; ``fake_server``: a loopback
   OpenAI-compatible server for tests and benchmarks.

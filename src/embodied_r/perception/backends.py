@@ -8,6 +8,8 @@ them; reporting each result at once lets the runner cache it immediately (a kill
 - ``openai`` (:mod:`embodied_r.perception.openai_client`): any OpenAI-compatible chat server.
 - ``transformers`` (:mod:`embodied_r.perception.local_vlm`): a local Qwen2.5-VL-family model, batched.
 - ``oracle`` (here): the synthetic world's ground truth, so the pipeline runs with no VLM at all.
+
+``embodied_r.perception.factory.make_backend`` builds one by name.
 """
 
 from __future__ import annotations
@@ -24,9 +26,6 @@ import numpy as np
 from embodied_r.io import DataFileError
 
 logger = logging.getLogger(__name__)
-
-BACKENDS: tuple[str, ...] = ("oracle", "openai", "transformers")
-
 
 @dataclass
 class FrameRequest:
@@ -134,31 +133,3 @@ class OracleBackend:
             if request.frame_index == 0:
                 frame["action"] = None
             on_result(request, FrameResult(text=str(frame.get("raw", "")), frame=frame))
-
-
-# ---------------------------------------------------------------------------------------------------
-# Factory
-# ---------------------------------------------------------------------------------------------------
-
-
-def make_backend(name: str, **options: Any) -> PerceptionBackend:
-    """Build a backend by name; ``options`` are the backend's constructor arguments.
-
-    >>> make_backend("oracle", dataset_dir=".").name
-    'oracle'
-    >>> make_backend("nope")
-    Traceback (most recent call last):
-    ...
-    ValueError: unknown perception backend 'nope'; choose one of ('oracle', 'openai', 'transformers')
-    """
-    if name == "oracle":
-        return OracleBackend(**options)
-    if name == "openai":
-        from embodied_r.perception.openai_client import OpenAIBackend
-
-        return OpenAIBackend(**options)
-    if name == "transformers":
-        from embodied_r.perception.local_vlm import TransformersBackend
-
-        return TransformersBackend(**options)
-    raise ValueError(f"unknown perception backend {name!r}; choose one of {BACKENDS}")

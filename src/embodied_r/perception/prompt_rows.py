@@ -23,7 +23,8 @@ def build_rows(questions: Sequence[QARecord], perceptions: Mapping[str, Percepti
         if perception is None:
             missing.append(qa.id)
             continue
-        messages = build_reasoner_messages(perception.frames, qa.question, qa.options, version=prompt_version)
+        messages = build_reasoner_messages(perception.frames, qa.question, qa.options, version=prompt_version,
+                                           source_question=qa.meta.get("source_question"))
         meta = {
             "source": qa.source,
             "video": qa.video,

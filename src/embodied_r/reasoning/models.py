@@ -138,10 +138,11 @@ def _cpu_has_bf16() -> bool:
 
 
 def load_reasoner(name_or_path: str = DEFAULT_REASONER, dtype: str | Any = "auto",
-                  device: str | None = None) -> tuple[Any, Any]:
+                  device: str | None = None, attn_implementation: str | None = None) -> tuple[Any, Any]:
     """Load a causal LM and its tokenizer for generation (left padding, pad token set).
 
-    ``name_or_path`` is ``smollm2-135m-instruct`` (packaged), a local folder, or a hub id.
+    ``name_or_path`` is ``smollm2-135m-instruct`` (packaged), a local folder, or a hub id;
+    ``attn_implementation`` (``sdpa``, ``eager``, ``flash_attention_2``...) None = transformers' choice.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -151,7 +152,8 @@ def load_reasoner(name_or_path: str = DEFAULT_REASONER, dtype: str | Any = "auto
     path = resolve_model_path(name_or_path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype))
+        extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype), **extra)
     except OSError as exc:
         raise ModelLoadError(
             f"could not load model {name_or_path!r}: {exc}. Give a local folder, a reachable hub id, "

@@ -33,6 +33,7 @@ def _consistency_factory(
     dtype: str = "auto",
     sees_letters: bool = False,
     scoring: str | None = None,
+    attn_implementation: str | None = None,
     **options: Any,
 ) -> Any:
     """Build the consistency reward; ``judge`` (any object with ``.judge(...)``) wins over a model spec."""
@@ -45,7 +46,8 @@ def _consistency_factory(
                 "the consistency reward needs policy_model (the starting policy) or a reference_model"
             )
         judge = build_judge(
-            reference_model, policy_model or "", dtype=dtype, sees_letters=sees_letters, scoring=scoring
+            reference_model, policy_model or "", dtype=dtype, sees_letters=sees_letters, scoring=scoring,
+            attn_implementation=attn_implementation,
         )
     return ConsistencyReward(judge, **options)
 

@@ -6,7 +6,7 @@ whitespace) with an answer block, and have nothing after ``</answer>``. It accep
 such as an empty think block or several answer blocks nested inside the think text.
 
 ``strict_format_reward`` closes those holes, which matters because a format reward that is easy to
-satisfy is the first thing GRPO learns to game (grpo_frameworks.md §7, pain 6): exactly one
+satisfy is the first thing GRPO learns to game (reward hacking of loose format checks): exactly one
 non-empty think block, exactly one non-empty answer block, no stray tags, and an answer that the
 evaluation parser can read as the row's answer type.
 

@@ -4,7 +4,7 @@ The paper weights format:accuracy:consistency 7:3:0 in epochs 1-2, 3:7:0 in epoc
 epoch 5 on (the Embodied-R paper; ω1 = format, ω2 = accuracy, ω3 = consistency, as the authors
 confirmed). TRL has no weight scheduler, but ``GRPOTrainer`` multiplies the per-function rewards by
 the tensor ``trainer.reward_weights`` each time it scores a generation batch, so a callback that
-replaces that tensor before each step changes the weights (grpo_frameworks.md §4).
+replaces that tensor before each step changes the weights.
 
 The weights are a pure function of the training position (the epoch, or the optimizer step), never of
 how many steps this process has run, so a resumed run picks up exactly the stage it was in.

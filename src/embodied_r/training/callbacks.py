@@ -120,33 +120,33 @@ class MetricsJsonl(TrainerCallback):
             JsonlAppender(self.path).append({"step": int(state.global_step), "epoch": state.epoch, **logs})
 
 
+def sample_rows(inputs: list[dict[str, Any]], completions: list[Any], limit: int) -> list[dict[str, Any]]:
+    """The first ``limit`` of this process's completions as plain rows (picklable, for a gather)."""
+    from embodied_r.core.chat import completion_text
+
+    return [{"id": inputs[i].get("id"), "task": inputs[i].get("task"), "answer": inputs[i].get("answer"),
+             "completion": completion_text(completions[i])} for i in range(min(limit, len(completions)))]
+
+
 def record_samples(
     path: Path,
     step: int,
-    inputs: list[dict[str, Any]],
-    completions: list[Any],
+    samples: list[tuple[int, dict[str, Any]]],
     rewards: Any,
     names: list[str],
     weights: list[float],
     limit: int,
 ) -> None:
-    """Write the first ``limit`` completions of a generation batch with their per-function rewards."""
-    from embodied_r.core.chat import completion_text
-
+    """Write up to ``limit`` sample completions of a generation batch with their per-function rewards;
+    ``samples`` pairs each row with its position in the (gathered) ``rewards``."""
     rows = []
-    for i in range(min(limit, len(completions))):
-        values = [float(v) for v in rewards[i].tolist()]
-        rows.append(
-            {
-                "step": step,
-                "id": inputs[i].get("id"),
-                "task": inputs[i].get("task"),
-                "answer": inputs[i].get("answer"),
-                "completion": completion_text(completions[i]),
-                "rewards": {n: (None if v != v else v) for n, v in zip(names, values)},  # NaN -> None
-                "weights": {n: round(float(w), 6) for n, w in zip(names, weights)},  # float32 -> readable
-            }
-        )
+    for position, sample in samples[:limit]:
+        values = [float(v) for v in rewards[position].tolist()]
+        rows.append({
+            "step": step, **sample,
+            "rewards": {n: (None if v != v else v) for n, v in zip(names, values)},  # NaN -> None
+            "weights": {n: round(float(w), 6) for n, w in zip(names, weights)},  # float32 -> readable
+        })
     JsonlAppender(path).extend(rows)
 
 
@@ -175,7 +175,7 @@ def zero_variance_shares(rewards: Any, num_generations: int, names: list[str]) -
 
 
 class EvalCallback(TrainerCallback):
-    """Scores held-out prompt rows with ``evaluation.runner.evaluate_rows`` (greedy) before training,
+    """Scores held-out prompt rows with ``evaluation.predict.evaluate_rows`` (greedy) before training,
     every ``every_steps`` optimizer steps, and at the end; writes ``eval.jsonl`` and predictions."""
 
     def __init__(
@@ -201,7 +201,7 @@ class EvalCallback(TrainerCallback):
 
     def evaluate(self, model: Any, tokenizer: Any, step: int) -> dict[str, Any]:
         from embodied_r.evaluation.metrics import task_table
-        from embodied_r.evaluation.runner import evaluate_rows
+        from embodied_r.evaluation.predict import evaluate_rows
 
         was_training, padding_side = model.training, tokenizer.padding_side
         model.eval()

@@ -1,8 +1,7 @@
 """GRPO training of the reasoner: a thin layer over TRL's ``GRPOTrainer``.
 
 TRL does the algorithm, generation (transformers, or vLLM colocate/server), distribution (Accelerate,
-DeepSpeed) and checkpointing. This layer adds what the paper needs and TRL lacks
-(grpo_frameworks.md §6): the reward table, the staged reward weights, held-out evaluation with the
+DeepSpeed) and checkpointing. This layer adds what the paper needs and TRL lacks: the reward table, the staged reward weights, held-out evaluation with the
 evaluation code, per-function zero-variance shares, sample completions as JSON Lines, a resolved
 config saved beside the run, and checks that fail before training rather than during it.
 
@@ -18,6 +17,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import torch
 from accelerate import PartialState
 from trl import GRPOConfig, GRPOTrainer
 
@@ -25,13 +25,14 @@ from embodied_r.io import atomic_write_json, atomic_write_text, exclusive_output
 from embodied_r.rewards import get_reward, is_factory
 from embodied_r.rewards.schedule import RewardSchedule, make_schedule_callback
 from embodied_r.rewards.text import with_completion_prefix
-from embodied_r.training import shared_prefix
+from embodied_r.training import shared_prefix, token_budget
 from embodied_r.training.callbacks import (
     EvalCallback,
     MetricsJsonl,
     StepTimer,
     quiet_tensorboard,
     record_samples,
+    sample_rows,
     zero_variance_shares,
 )
 from embodied_r.training.data import fit_rows_to_context, load_prompt_rows, rows_to_dataset
@@ -41,9 +42,11 @@ from embodied_r.training.recipe import (
     Recipe,
     RecipeError,
     check_batch_geometry,
+    check_prompt_version,
     check_runtime,
     context_policy,
     dump_recipe,
+    global_batch,
     reward_spec,
 )
 from embodied_r.training.vision import data_dir, processor_for_rows
@@ -61,6 +64,51 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
     samples_per_batch: int = 0
     completion_prefix: str = ""
     shared_prefix_update: bool = True
+    max_train_batch_tokens: int | None = None
+
+    def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False,
+                     num_items_in_batch: Any = None) -> Any:
+        # With max_train_batch_tokens, a micro-batch over the budget is differentiated in slices
+        # (training/token_budget.py): every slice but the last runs its backward here, the last one's loss
+        # is returned for the Trainer's backward, carrying the others' values for the logged loss.
+        slices = self._loss_slices(model, inputs)
+        if len(slices) <= 1:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        done = None
+        for rows in slices[:-1]:
+            with self.accelerator.no_sync(model):  # gradients are reduced once, with the last slice
+                part = self._scaled_slice_loss(model, inputs, rows)
+                self.accelerator.backward(part)
+            done = part.detach() if done is None else done + part.detach()
+        return self._scaled_slice_loss(model, inputs, slices[-1]) + done
+
+    def _scaled_slice_loss(self, model: Any, inputs: Any, rows: list[int]) -> Any:
+        part = super().compute_loss(model, token_budget.take_rows(inputs, rows))
+        return part * token_budget.slice_scale(self.loss_type, inputs, rows)
+
+    def _loss_slices(self, model: Any, inputs: Any) -> list[list[int]]:
+        """Row slices for this micro-batch's backward, or [] to differentiate it whole."""
+        budget = self.max_train_batch_tokens
+        if budget is None or not (model.training and torch.is_grad_enabled()):
+            return []
+        width = inputs["prompt_ids"].size(1) + inputs["completion_ids"].size(1)
+        rows = inputs["prompt_ids"].size(0)
+        if rows * width <= budget:
+            return []  # fits even unpacked: nothing to decide
+        reason = token_budget.unsupported_reason(self, inputs)
+        if reason is not None:
+            self._note_once(f"budget:{reason}", logging.WARNING,
+                            "max_train_batch_tokens not applied (%s): this micro-batch of %d rows x %d tokens "
+                            "is differentiated whole", reason, rows, width)
+            return []
+        packed = self.shared_prefix_update and shared_prefix.unsupported_reason(model, width) is None
+        slices = token_budget.plan_slices(token_budget.prompt_groups(inputs, packed), budget)
+        if len(slices) > 1:
+            self._note_once("budget:sliced", logging.INFO,
+                            "max_train_batch_tokens %d: micro-batches over it are differentiated in slices "
+                            "(first: %d rows x %d tokens in %d slices); the gradient is the same", budget,
+                            rows, width, len(slices))
+        return slices
 
     def _get_per_token_logps_and_entropies(
         self,
@@ -94,12 +142,15 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
 
     def _note_stock_path(self, reason: str) -> None:
         """Log once per distinct reason why a batch took TRL's per-row path."""
-        noted = self.__dict__.setdefault("_stock_path_reasons", set())
-        if reason not in noted:
-            noted.add(reason)
-            level = logging.INFO if reason in shared_prefix.ROUTINE_REASONS else logging.WARNING
-            logger.log(level, "shared-prefix update not used (%s): TRL encodes the prompt once per "
-                       "completion for such batches; the loss is the same", reason)
+        level = logging.INFO if reason in shared_prefix.ROUTINE_REASONS else logging.WARNING
+        self._note_once(f"prefix:{reason}", level, "shared-prefix update not used (%s): TRL encodes the prompt "
+                        "once per completion for such batches; the loss is the same", reason)
+
+    def _note_once(self, key: str, level: int, message: str, *args: Any) -> None:
+        noted = self.__dict__.setdefault("_noted", set())
+        if key not in noted:
+            noted.add(key)
+            logger.log(level, message, *args)
 
     def _tokenize_prompts(self, prompts: list) -> Any:
         # TRL 1.16 renders conversational prompts with add_generation_prompt=True and has no option to
@@ -129,19 +180,35 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
                 rewards.cpu(), generations, self.reward_func_names
             ).items():
                 self._metrics[mode][name].append(share)
-        if self.samples_path is not None and self.samples_per_batch and self.accelerator.is_main_process:
-            # Rows gathered from all processes start with this process's slice on the main process.
-            record_samples(
-                self.samples_path,
-                int(self.state.global_step) + 1,
-                inputs,
-                completions,
-                rewards.cpu(),
-                self.reward_func_names,
-                self.reward_weights.tolist(),
-                self.samples_per_batch,
-            )
+        if self.samples_path is not None and self.samples_per_batch:
+            self._record_samples(inputs, completions, rewards)
         return rewards
+
+    def _record_samples(self, inputs: Any, completions: Any, rewards: Any) -> None:
+        """``samples_per_batch`` completions of the whole generation batch, taken from every process in
+        turn (TRL gathers the rewards in rank order, so process r's rows start at r x its batch)."""
+        local = sample_rows(inputs, completions, self.samples_per_batch)
+        processes = self.accelerator.num_processes
+        per_process = len(completions)
+        if processes > 1:
+            from accelerate.utils import gather_object
+
+            gathered = gather_object([(self.accelerator.process_index, row) for row in local])  # every rank
+        else:
+            gathered = [(0, row) for row in local]
+        if not self.accelerator.is_main_process:
+            return
+        by_rank: dict[int, list[dict[str, Any]]] = {}
+        for rank, row in gathered:
+            by_rank.setdefault(rank, []).append(row)
+        # Round-robin over the processes, so a small limit still shows every rank's prompts.
+        samples = []
+        for offset in range(max((len(v) for v in by_rank.values()), default=0)):
+            for rank in sorted(by_rank):
+                if offset < len(by_rank[rank]):
+                    samples.append((rank * per_process + offset, by_rank[rank][offset]))
+        record_samples(self.samples_path, int(self.state.global_step) + 1, samples, rewards.cpu(),
+                       self.reward_func_names, self.reward_weights.tolist(), self.samples_per_batch)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -160,8 +227,9 @@ def resolve_precision(recipe: Recipe) -> tuple[str, bool]:
     return name, bool(bf16)
 
 
-def build_config(recipe: Recipe, schedule: RewardSchedule | None) -> GRPOConfig:
-    """``GRPOConfig`` from the recipe's TRL keys plus this layer's defaults."""
+def build_config(recipe: Recipe, schedule: RewardSchedule | None, num_processes: int | None = None) -> GRPOConfig:
+    """``GRPOConfig`` from the recipe's TRL keys plus this layer's defaults; the batch geometry is
+    checked for ``num_processes`` (default: the running processes)."""
     import torch
 
     dtype_name, bf16 = resolve_precision(recipe)
@@ -173,13 +241,20 @@ def build_config(recipe: Recipe, schedule: RewardSchedule | None) -> GRPOConfig:
         "save_steps": 50,
         **recipe.trl,
         "bf16": bf16,
-        "model_init_kwargs": {"dtype": dtype_name},
+        "model_init_kwargs": {"dtype": dtype_name,
+                              **({"attn_implementation": recipe.attn_implementation}
+                                 if recipe.attn_implementation else {})},
     }
     if not torch.cuda.is_available():
         values.setdefault("use_cpu", True)
     if schedule is not None:
         values["reward_weights"] = schedule.weights_at(epoch=0.0, step=1)
-    check_batch_geometry(recipe.trl, PartialState().num_processes)
+    running = PartialState().num_processes
+    batch = check_batch_geometry(recipe.trl, running if num_processes is None else num_processes)
+    if num_processes is not None and num_processes != running and not values.get("generation_batch_size"):
+        # Rehearsing another world size in this one process: TRL would size the generation batch by the
+        # processes it sees, so it is given the batch those processes will have.
+        values["generation_batch_size"] = batch
     try:
         return GRPOConfig(**values)
     except (TypeError, ValueError) as exc:
@@ -220,6 +295,7 @@ def build_rewards(recipe: Recipe, model_path: str, judge: Any = None) -> list[An
                 "judge": judge,
                 "sees_letters": recipe.judge_sees_letters,
                 "scoring": recipe.judge_scoring,
+                "attn_implementation": recipe.attn_implementation,
                 **options,
             }
         funcs.append(get_reward(name, **options))
@@ -335,8 +411,12 @@ def build_trainer(
                 f"continuing from {complete[-1].name}" if complete else "no complete checkpoint: starting over",
             )
     check_runtime(recipe)
+    # Before any data, warm-up or model: a batch that does not hold whole groups on this many processes.
+    check_batch_geometry(recipe.trl, PartialState().num_processes)
     rows = load_prompt_rows(recipe.train_data, recipe.max_train_rows)
     eval_rows = load_prompt_rows(recipe.eval_data)[: recipe.eval_max_rows] if recipe.eval_data else []
+    check_prompt_version(recipe, rows, "train_data")
+    check_prompt_version(recipe, eval_rows, "eval_data")
     model_path = resolve_model_path(recipe.model)
     rows, prompt_context = _fit_to_context(recipe, rows, model_path, processing_class)
     train_dataset = rows_to_dataset(rows, image_dir=data_dir(recipe.train_data))  # image rows: Robot-R1
@@ -352,7 +432,8 @@ def build_trainer(
     probe = _gate_consistency(recipe, rewards, rows, schedule) if judge_first else None
     if warmup is not None:
         # GRPO (and the "policy" consistency judge) start from the warmed-up model.
-        model_path = run_format_warmup(warmup, rows, model_path, output_dir, recipe.dtype)
+        model_path = run_format_warmup(warmup, rows, model_path, output_dir, recipe.dtype,
+                                       recipe.attn_implementation)
     if not judge_first:
         rewards = build_rewards(recipe, model_path, judge=judge)
         probe = _gate_consistency(recipe, rewards, rows, schedule)
@@ -391,6 +472,7 @@ def build_trainer(
     trainer.samples_per_batch = recipe.sample_completions
     trainer.completion_prefix = recipe.completion_prefix
     trainer.shared_prefix_update = recipe.shared_prefix_update
+    trainer.max_train_batch_tokens = recipe.max_train_batch_tokens
     if evaluator is not None:
         evaluator.trainer = trainer
         if trainer.accelerator.num_processes > 1:
@@ -419,6 +501,15 @@ def build_trainer(
         "resume_from": str(complete[-1]) if resume and complete else None,
     }
     return trainer, context
+
+
+def rehearse(recipe: Recipe, num_processes: int) -> dict[str, Any]:
+    """``train --check``: what a cluster would reject, found here without loading a model or data: the
+    recipe's values (checked when it loaded), the batch geometry for ``num_processes``, and TRL's own
+    ``GRPOConfig``. Returns the global batch per optimizer step."""
+    schedule = RewardSchedule.from_config(recipe.reward_schedule, recipe.reward_names)
+    build_config(recipe, schedule, num_processes=num_processes)
+    return global_batch(recipe.trl, num_processes)
 
 
 def save_resolved(recipe: Recipe, trainer: GRPOTrainer, context: dict[str, Any]) -> None:
@@ -455,14 +546,24 @@ def save_resolved(recipe: Recipe, trainer: GRPOTrainer, context: dict[str, Any])
     )
 
 
+def process_state(recipe: Recipe) -> PartialState:
+    """The process group, created here with the recipe's ``ddp_timeout``: this layer needs the process
+    state before TRL's config exists, and accelerate creates the group once, on first use, so a timeout
+    given later would never apply."""
+    from datetime import timedelta
+
+    return PartialState(timeout=timedelta(seconds=int(recipe.trl.get("ddp_timeout") or 1800)))
+
+
 def train(recipe: Recipe, resume: bool = False, judge: Any = None) -> dict[str, Any]:
     """Train with ``recipe``; returns a summary (steps, last metrics, held-out scores)."""
     import torch
 
     if not torch.cuda.is_available():
         fix_mmap_threshold()  # CPU training: freed activations go back to the OS (host_memory.py)
+    state = process_state(recipe)
     # One writer per run folder: the main process holds the lock (other ranks of the same run share it).
-    lock = exclusive_output(recipe.output_dir) if PartialState().is_main_process else contextlib.nullcontext()
+    lock = exclusive_output(recipe.output_dir) if state.is_main_process else contextlib.nullcontext()
     with lock:
         return _train_locked(recipe, resume, judge)
 

@@ -30,6 +30,9 @@ class Recipe:
     train_data: str = ""  # PromptRow .jsonl, or "toy:N" for the built-in toy set
     model: str = "smollm2-135m-instruct"  # built-in name, local folder or hub id
     dtype: str = "auto"  # model weights: auto | float32 | bfloat16 | float16
+    # Attention kernel of the policy and a local judge: sdpa | eager | flash_attention_2 | flash_attention_3 |
+    # flex_attention; null = transformers' default. Checked before anything loads (the package must exist).
+    attn_implementation: str | None = None
     eval_data: str | None = None  # held-out PromptRow .jsonl (or "toy:N") for the eval callback
     max_train_rows: int | None = None
     rewards: list[Any] = field(default_factory=lambda: ["format", "accuracy", "consistency"])
@@ -60,12 +63,19 @@ class Recipe:
     # row is listed in OUTPUT/context.json; held-out evaluation follows the same rule.
     context_rule: str = "drop-frames"
     max_prompt_tokens: int | None = None
+    # The reasoner prompt template the training rows must have been built with (their meta.prompt_version,
+    # e.g. "official" for the official bytes); null = not checked. ``eval --recipe`` builds prompts with it.
+    prompt_version: str | None = None
     # Supervised steps that teach the <think>/<answer> structure (random answers, never the gold one) before
     # GRPO, e.g. {steps: 16, batch_size: 2, learning_rate: 1e-4}; null = none. See training/warmup.py.
     format_warmup: dict[str, Any] | None = None
     # Encode each group's shared prompt once in the GRPO log-probability passes (training/shared_prefix.py):
     # same loss and gradients as TRL's per-row encoding, less compute; false = TRL's own path.
     shared_prefix_update: bool = True
+    # Tokens one backward pass of the GRPO update may hold (training/token_budget.py): a micro-batch over it
+    # is differentiated in slices of whole prompt groups, with the same gradient; null = TRL's whole
+    # micro-batch. Bounds memory by tokens where per_device_train_batch_size counts rows.
+    max_train_batch_tokens: int | None = None
     description: str = ""
     trl: dict[str, Any] = field(default_factory=dict)
 
@@ -85,7 +95,10 @@ class Recipe:
 
 OUR_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Recipe) if f.name != "trl")
 # GRPOConfig fields this layer sets itself (from our keys), so a recipe must not set them directly.
-MANAGED_TRL_KEYS = {"model_init_kwargs": "use 'dtype' (and 'model')"}
+MANAGED_TRL_KEYS = {"model_init_kwargs": "use 'dtype', 'attn_implementation' (and 'model')"}
+# Attention implementations and the package each needs beyond torch.
+ATTENTION_PACKAGES: dict[str, str | None] = {"sdpa": None, "eager": None, "flex_attention": None,
+                                             "flash_attention_2": "flash_attn", "flash_attention_3": "flash_attn_3"}
 
 
 def grpo_config_fields() -> list[str]:
@@ -203,6 +216,7 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
     if recipe.lora is not None and not isinstance(recipe.lora, dict):
         raise RecipeError(f"{source}: 'lora' must be a mapping like {{r: 16, alpha: 32}} or null")
     check_trl_values(recipe.trl, source)
+    check_trl_choices(recipe.trl, source)
     check_rollout_settings(recipe.trl, source)
     if not isinstance(recipe.completion_prefix, str):
         raise RecipeError(
@@ -240,10 +254,47 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
         value = getattr(recipe, key)
         if not isinstance(value, int) or value < 0:
             raise RecipeError(f"{source}: {key!r} must be a non-negative integer, got {value!r}")
+    from embodied_r.reasoning.prompts import TEMPLATES
+
+    if recipe.prompt_version is not None and recipe.prompt_version not in TEMPLATES:
+        raise RecipeError(f"{source}: 'prompt_version' must be one of {sorted(TEMPLATES)} or null, "
+                          f"got {recipe.prompt_version!r}")
+    check_attention(recipe.attn_implementation, source)
+    budget = recipe.max_train_batch_tokens
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+        raise RecipeError(f"{source}: 'max_train_batch_tokens' must be a positive integer or null, got {budget!r}")
     try:
         context_policy(recipe)
     except ValueError as exc:
         raise RecipeError(f"{source}: {exc} (keys context_rule, max_prompt_tokens)") from exc
+
+
+def check_attention(name: str | None, source: str = "recipe") -> None:
+    """A known attention implementation whose package is installed, or a RecipeError naming what to do."""
+    import importlib.util
+
+    if name is None:
+        return
+    if name not in ATTENTION_PACKAGES:
+        raise RecipeError(f"{source}: attn_implementation {name!r} must be one of {', '.join(ATTENTION_PACKAGES)} "
+                          "or null")
+    package = ATTENTION_PACKAGES[name]
+    if package is not None and importlib.util.find_spec(package) is None:
+        raise RecipeError(f"{source}: attn_implementation {name} needs the {package!r} package, which is not "
+                          "installed here (on a CUDA machine: pip install flash-attn); or use sdpa")
+
+
+def check_prompt_version(recipe: Recipe, rows: list[Any], source: str) -> None:
+    """Rows built with another template than the recipe's ``prompt_version`` are refused (a model trained
+    on one text and evaluated on another is not the recipe's); rows that do not say are accepted."""
+    if recipe.prompt_version is None:
+        return
+    other = sorted({str(r.meta["prompt_version"]) for r in rows
+                    if r.meta.get("prompt_version") not in (None, recipe.prompt_version)})
+    if other:
+        raise RecipeError(f"{source}: rows were built with prompt version(s) {other}, the recipe asks for "
+                          f"{recipe.prompt_version!r}; rebuild them with `embodied-r build-prompts --prompt-version "
+                          f"{recipe.prompt_version}` or change prompt_version")
 
 
 def context_policy(recipe: Recipe) -> Any:
@@ -313,6 +364,22 @@ def _matches(value: Any, scalar: set[type]) -> bool:
 VLLM_MODES = ("colocate", "server")
 
 
+# String values TRL 1.16 accepts but checks only inside the loss or the reward scaling, i.e. on a
+# cluster after the models are loaded and the first rollout is done.
+TRL_CHOICES: dict[str, tuple[Any, ...]] = {
+    "loss_type": ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"),
+    "scale_rewards": ("group", "batch", "none", True, False),
+    "importance_sampling_level": ("token", "sequence"),
+}
+
+
+def check_trl_choices(trl: dict[str, Any], source: str = "recipe") -> None:
+    """Values of TRL's enumerated string keys, each checked against what TRL 1.16 implements."""
+    for key, choices in TRL_CHOICES.items():
+        if key in trl and trl[key] not in choices:
+            raise RecipeError(f"{source}: {key} {trl[key]!r} must be one of {', '.join(map(repr, choices))}")
+
+
 def check_rollout_settings(trl: dict[str, Any], source: str = "recipe") -> None:
     """Configuration errors of the GPU-only vLLM paths, caught without a GPU (TRL checks them only when
     it starts vLLM, i.e. after the model has been loaded on the cluster)."""
@@ -355,6 +422,25 @@ def check_batch_geometry(trl: dict[str, Any], num_processes: int) -> int:
     return batch
 
 
+PAPER_GLOBAL_BATCH = 32  # completions per optimizer step in the Embodied-R paper: 4 prompts x 8, on 8 GPUs
+
+
+def launcher_processes() -> int:
+    """The world size a launcher (accelerate, torchrun) announces in the environment; 1 without one.
+    Read from the environment so that nothing (no process group) is created."""
+    import os
+
+    return int(os.environ.get("WORLD_SIZE") or os.environ.get("ACCELERATE_NUM_PROCESSES") or 1)
+
+
+def global_batch(trl: dict[str, Any], num_processes: int) -> dict[str, int]:
+    """Completions and prompts per optimizer step with ``num_processes`` processes."""
+    per_device = int(trl.get("per_device_train_batch_size", 8))
+    completions = per_device * num_processes * int(trl.get("gradient_accumulation_steps", 1))
+    return {"processes": num_processes, "completions_per_step": completions,
+            "prompts_per_step": completions // int(trl.get("num_generations", 8))}
+
+
 def check_runtime(recipe: Recipe) -> None:
     """Checks that depend on this machine: vLLM and DeepSpeed need their packages and CUDA."""
     import importlib.util
@@ -376,13 +462,28 @@ def check_runtime(recipe: Recipe) -> None:
         )
 
 
-def load_recipe(path: str | Path | None, overrides: list[str] | None = None) -> Recipe:
-    """Read a recipe file (or none: defaults only) and apply ``--set`` overrides."""
+def load_recipe(path: str | Path | None, overrides: list[str] | None = None,
+                num_processes: int | None = None) -> Recipe:
+    """Read a recipe file (or none: defaults only) and apply ``--set`` overrides. With ``num_processes``
+    the batch geometry is checked first, before anything heavy is imported (a cluster's commonest
+    mistake fails in a second)."""
+    data = read_recipe_data(path, overrides)
+    if num_processes is not None:
+        ours = set(OUR_KEYS)
+        try:
+            check_batch_geometry({k: v for k, v in data.items() if k not in ours}, num_processes)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, RecipeError):
+                raise
+            # a value of the wrong type: recipe_from_dict below says which, in its own words
+    return recipe_from_dict(data, "recipe" if path is None else str(path))
+
+
+def read_recipe_data(path: str | Path | None, overrides: list[str] | None = None) -> dict[str, Any]:
+    """A recipe file's mapping (or {} for none) with ``--set`` overrides merged in."""
     data: dict[str, Any] = {}
-    source = "recipe"
     if path is not None:
         path = Path(path)
-        source = str(path)
         if not path.is_file():
             raise RecipeError(f"{path}: recipe file not found")
         try:
@@ -394,8 +495,7 @@ def load_recipe(path: str | Path | None, overrides: list[str] | None = None) -> 
         if not isinstance(loaded, dict):
             raise RecipeError(f"{path}: a recipe is a mapping of keys to values")
         data = loaded
-    data = merge_overrides(data, parse_overrides(overrides or []))
-    return recipe_from_dict(data, source)
+    return merge_overrides(data, parse_overrides(overrides or []))
 
 
 def dump_recipe(recipe: Recipe) -> str:

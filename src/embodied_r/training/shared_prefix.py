@@ -218,7 +218,9 @@ def chunk_groups(groups: list[list[int]], sizes: list[int], budget: int) -> list
     return chunks
 
 
-def _packed_length(group: list[int], prompt_lengths: list[int], lengths: list[int]) -> int:
+def packed_length(group: list[int], prompt_lengths: list[int], lengths: list[int]) -> int:
+    """Tokens of ``group``'s packed sequence: the prompt once, then each unmasked completion behind a
+    repeat of the prompt's last token (``lengths`` are completion lengths, 0 for a masked row)."""
     kept = [lengths[row] for row in group if lengths[row] > 0]
     return prompt_lengths[group[0]] - 1 + sum(kept) + len(kept)
 
@@ -248,7 +250,7 @@ def shared_prefix_logps(
     if not groups:
         raise ValueError("no completion token is unmasked in this batch: use TRL's method for it "
                          "(stock_path_reason says so)")
-    sizes = [_packed_length(g, prompt_lengths, lengths) for g in groups]
+    sizes = [packed_length(g, prompt_lengths, lengths) for g in groups]
     budget = (batch_size or input_ids.size(0)) * input_ids.size(1)
     logps_parts, entropy_parts, targets = [], [], []
     for chunk in chunk_groups(groups, sizes, budget):

@@ -268,7 +268,7 @@ def warmup_model_dir(output_dir: Path) -> Path:
 
 
 def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_path: str, output_dir: Path,
-                      dtype: str = "auto") -> str:
+                      dtype: str = "auto", attn_implementation: str | None = None) -> str:
     """Train ``model_path`` on the warm-up targets; returns the folder of the warmed-up model. A folder
     finished by an earlier run (same settings) is reused; one from other settings is refused."""
     import torch
@@ -312,7 +312,8 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
         completion_only_loss=True,  # the prompt (perception text) is context, not something to imitate
         bf16=dtype_name == "bfloat16",
         use_cpu=not torch.cuda.is_available(),
-        model_init_kwargs={"dtype": dtype_name},
+        model_init_kwargs={"dtype": dtype_name,
+                           **({"attn_implementation": attn_implementation} if attn_implementation else {})},
     )
     trainer = SFTTrainer(model=model_path, args=config, train_dataset=Dataset.from_list(examples))
     longest = max(len(ids) for ids in trainer.train_dataset["input_ids"])

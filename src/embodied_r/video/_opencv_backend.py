@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from embodied_r.video.decode import Color, DecodeReport, VideoError, VideoInfo
+from embodied_r.video.frames import Color, DecodeReport, VideoError, VideoInfo
 
 
 def _capture(path: Path) -> Any:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from embodied_r.video.decode import Color, DecodeReport, VideoError, VideoInfo, rotate_upright
+from embodied_r.video.frames import Color, DecodeReport, VideoError, VideoInfo, rotate_upright
 from embodied_r.video.sampling import pick_nearest, select_indices
 
 

@@ -21,53 +21,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
-from embodied_r.io import DataFileError
+from embodied_r.video.frames import Color, DecodeReport, VideoError, VideoInfo
 from embodied_r.video.sampling import uniform_targets
 
 logger = logging.getLogger(__name__)
 
-Color = Literal["bgr", "gray"]
 Backend = Literal["auto", "pyav", "opencv"]
-
-
-class VideoError(DataFileError):
-    """A video that cannot be opened or decoded; the message names the file and what to do."""
-
-
-@dataclass(frozen=True)
-class VideoInfo:
-    """What ``probe`` learns about a video. ``width``/``height`` are the upright (displayed) size;
-    ``rotation`` is the display rotation in degrees counter-clockwise that decoding applies.
-    ``frame_count`` comes from the container, or is estimated from duration × fps when it says nothing."""
-
-    path: str
-    fps: float
-    frame_count: int
-    duration: float
-    width: int
-    height: int
-    rotation: int
-    codec: str
-    backend: str
-
-
-@dataclass
-class DecodeReport:
-    """Problems met while decoding (filled in by the decoders; empty for a healthy file)."""
-
-    warnings: list[str] = field(default_factory=list)
-    decode_errors: int = 0
-    frames_decoded: int = 0
-
-    def warn(self, message: str) -> None:
-        logger.warning(message)
-        self.warnings.append(message)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -196,11 +160,3 @@ def _frames(
     from embodied_r.video import _pyav_backend
 
     yield from _pyav_backend.frames(path, targets, include_last, color, report)
-
-
-def rotate_upright(image: np.ndarray, rotation: int) -> np.ndarray:
-    """Apply a counter-clockwise display rotation of 0/90/180/270 degrees."""
-    import cv2
-
-    codes = {90: cv2.ROTATE_90_COUNTERCLOCKWISE, 180: cv2.ROTATE_180, 270: cv2.ROTATE_90_CLOCKWISE}
-    return cv2.rotate(image, codes[rotation]) if rotation in codes else image

@@ -50,7 +50,7 @@ def parse_options_from_text(text: str) -> list[str]:
     return options
 
 
-def load_embodied_r_json(path: str | Path, prompt_version: str = "official-v1") -> tuple[list[PromptRow], LoadReport]:
+def load_embodied_r_json(path: str | Path, prompt_version: str = "official") -> tuple[list[PromptRow], LoadReport]:
     """Prompt rows from an official processed JSON file, with a report of skipped items."""
     path = Path(path)
     data = read_json(path)

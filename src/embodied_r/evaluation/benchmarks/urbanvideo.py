@@ -109,7 +109,9 @@ def load_urbanvideo(path: str | Path, videos_dir: str | Path | None = None) -> t
         records.append(QARecord(
             id=qid, source=SOURCE, task=str(row.question_category), video=str(row.video_id), question=stem,
             options=options, answer=answer, answer_type="choice",
-            meta={"scene": scene_of_video(row.video_id), "n_options": len(options)},
+            # The question text as released, for the official prompt variant (byte-exact prompts).
+            meta={"scene": scene_of_video(row.video_id), "n_options": len(options),
+                  "source_question": str(row.question)},
         ))
     kept = check_records(records, report)
     root = Path(videos_dir) if videos_dir is not None else mcq.parent / "videos"

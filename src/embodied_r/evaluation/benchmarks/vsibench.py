@@ -6,8 +6,8 @@ rows carry ``"A. left"``-style options and a letter, numeric rows a number store
 ``<root>/<dataset>/<scene>.mp4``, and in one flat folder, ``<root>/<scene>.mp4`` (the Embodied-R layout).
 
 ``merge_rel_direction=True`` gives the three relative-direction levels one task name, as Embodied-R's
-task selection does; by default they stay apart and ``vsibench_task_scores`` averages them the way
-VSI-Bench reports them.
+task selection does; by default they stay apart and ``evaluation.reference_names.vsibench`` averages them
+the way VSI-Bench reports them.
 """
 
 from __future__ import annotations
@@ -110,20 +110,3 @@ def load_vsibench(path: str | Path, videos_dir: str | Path | None = None,
     attach_videos(kept, [root, root / "videos"],
                   lambda r: [r.video, f"{r.meta['scene']}.mp4"], report)
     return kept, report
-
-
-def vsibench_task_scores(task_scores: Mapping[str, float]) -> dict[str, float]:
-    """VSI-Bench's reported numbers: the three relative-direction levels replaced by their unweighted
-    mean, and ``overall`` the unweighted mean of the remaining tasks (as lmms-eval's VSI-Bench task aggregates).
-
-    >>> vsibench_task_scores({"object_rel_direction_easy": 0.6, "object_rel_direction_hard": 0.2,
-    ...                       "route_planning": 0.5})
-    {'route_planning': 0.5, 'object_rel_direction': 0.4, 'overall': 0.45}
-    """
-    out = {k: float(v) for k, v in task_scores.items() if not k.startswith(REL_DIRECTION + "_")}
-    levels = [float(v) for k, v in task_scores.items() if k.startswith(REL_DIRECTION + "_")]
-    if levels:
-        out[REL_DIRECTION] = round(sum(levels) / len(levels), 10)
-    if out:
-        out["overall"] = round(sum(out.values()) / len(out), 10)
-    return out

@@ -1,6 +1,6 @@
 """Egocentric camera paths: a person-height camera walking through free floor, with look-arounds.
 
-The walk imitates VSI-Bench's scan videos (benchmarks.md §8): eye height 1.45-1.6 m, pitched 12-20°
+The walk imitates VSI-Bench's scan videos (Yang et al., "Thinking in Space", 2024): eye height 1.45-1.6 m, pitched 12-20°
 down, 0.5 m/s walking and ~50°/s turning, with eased starts and stops so motion is smooth. A path is
 a list of *primitives* (rotate, move, tilt), each a single action from the Embodied-R action
 vocabulary, so the ground-truth action of any stretch of video is known exactly. The last primitive

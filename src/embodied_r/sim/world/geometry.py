@@ -93,7 +93,7 @@ def box_distance(a: Box, b: Box) -> float:
     """Exact minimum Euclidean distance between two solid oriented boxes (0 when they touch).
 
     For disjoint convex polyhedra the closest pair is vertex-to-solid or edge-to-edge, so checking
-    those is exact. VSI-Bench approximates the same quantity with 5 cm point grids (benchmarks.md §6.0).
+    those is exact. VSI-Bench approximates the same quantity with 5 cm point grids.
     """
     if boxes_overlap(a, b):
         return 0.0
@@ -107,7 +107,7 @@ def box_distance(a: Box, b: Box) -> float:
 
 def ccw_angle_deg(forward_xy: np.ndarray, target_xy: np.ndarray) -> float:
     """Angle in [0, 360) from ``forward`` to ``target`` measured counter-clockwise in the xy-plane, so
-    (0, 180) is the left half (VSI-Bench's relative-direction convention, benchmarks.md §6.2 item 6)."""
+    (0, 180) is the left half (VSI-Bench's relative-direction convention)."""
     fx, fy = float(forward_xy[0]), float(forward_xy[1])
     tx, ty = float(target_xy[0]), float(target_xy[1])
     angle = math.degrees(math.atan2(fx * ty - fy * tx, fx * tx + fy * ty))

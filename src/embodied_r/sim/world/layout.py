@@ -1,7 +1,7 @@
 """Procedural rooms: a rectangle or L-shaped floor and non-overlapping furniture.
 
-Room areas follow the VSI-Bench annotations (median 17.5 m^2, 5th-95th percentile 5.6-45.7 m^2;
-benchmarks.md §1.1), clipped to what an egocentric walk can cover. Furniture is drawn from the
+Room areas follow the VSI-Bench annotations (median 17.5 m^2, 5th-95th percentile 5.6-45.7 m^2),
+clipped to what an egocentric walk can cover. Furniture is drawn from the
 category vocabulary weighted by how many VSI-Bench scenes contain it; a few categories get several
 instances (counting questions need count >= 2) and most stay unique (direction and distance questions
 use unique categories only). Every object is placed by rejection sampling with a 3D separating-axis

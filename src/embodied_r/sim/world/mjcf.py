@@ -4,7 +4,7 @@ Floors and walls carry procedural textures with random speckle marks so that ORB
 consecutive frames can be matched (the key-frame stage needs them). Each furniture object is one body
 named ``obj<i>`` whose geoms fill its annotated bounding box, so segmentation maps pixels to objects
 and the box in meta_info is exactly what is drawn. Shadows and MSAA are off: with them on, llvmpipe
-renders ~30x slower (benchmarks.md §7).
+renders ~30x slower.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Multiple-choice options with balanced answer letters.
 
 VSI-Bench puts each correct answer under the letter used least so far ("letter answers distributed as
-uniformly as possible", benchmarks.md §6.0); ``LetterBalancer`` does the same per (task, number of
+uniformly as possible" in its generation rules); ``LetterBalancer`` does the same per (task, number of
 options), breaking ties at random, so over a dataset no letter is favoured and a model cannot score by
 always answering "A".
 """

@@ -1,11 +1,11 @@
 """VSI-Bench questions from a scene's meta_info entry alone (no video needed).
 
-Mirrors VSI-Bench's generation rules (benchmarks.md §6): which categories may be asked (unique ones
+Mirrors VSI-Bench's generation rules (Yang et al., "Thinking in Space", 2024): which categories may be asked (unique ones
 for direction/distance/size, count >= 2 for counting), its thresholds and angle bins, and its
 rejection of ambiguous cases, so every answer here is unambiguous by construction. Two deliberate
 differences, both more exact: distances are exact box-to-box distances (VSI samples 5 cm grids), and
-the angle-bin margin is symmetric (benchmarks.md notes VLM-3R's is one-sided). Route plans are made
-programmatically (VSI's were human-written) with the turn thresholds of benchmarks.md §6.2 item 8.
+the angle-bin margin is symmetric (VLM-3R's generator applies it on one side only). Route plans are
+made programmatically (VSI's were human-written) with the turn thresholds of ``routes.py``.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ class StaticQuestionMaker:
 
     def rel_distance(self) -> list[QARecord]:
         out = []
-        threshold = 0.30 if self.f.area > 40 else 0.15  # paper's rule (benchmarks.md §6.2 item 5)
+        threshold = 0.30 if self.f.area > 40 else 0.15  # VSI-Bench: 0.30 m gap in rooms over 40 m^2, else 0.15 m
         others_all = sorted(self.f.usable)
         for primary in self.shuffled(self.f.unique()):
             others = [c for c in others_all if c != primary]

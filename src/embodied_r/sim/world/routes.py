@@ -5,22 +5,19 @@ until" a chain of unique objects, with the turns between them hidden as "[please
 chain is drawn from unique objects and each hidden turn is classified by the signed angle between the
 current heading and the next leg: left in (45°, 135°), right in (-135°, -45°), back beyond ±135°.
 Legs that go straight on (|angle| < 45°, not an option) and angles within 15° of a boundary are
-rejected as ambiguous (benchmarks.md §6.2 item 8).
+rejected as ambiguous.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
 from embodied_r.records import QARecord
-from embodied_r.sim.world.options import letter_options
-
-if TYPE_CHECKING:
-    from embodied_r.sim.world.questions import StaticQuestionMaker
+from embodied_r.sim.world.options import LetterBalancer, letter_options
 
 TURNS = ("Turn Left", "Turn Right", "Turn Back")
 MIN_LEG = 0.5  # metres; shorter legs make "go forward until" meaningless
@@ -53,7 +50,20 @@ def route_question(start: str, facing: str, stops: list[str]) -> str:
             f"'turn back,' 'turn left,' or 'turn right.'): {' '.join(steps)}. You have reached the final destination.")
 
 
-def make_route_questions(maker: "StaticQuestionMaker", max_tries: int = 200) -> list[QARecord]:
+class QuestionMaker(Protocol):
+    """What route questions need from ``questions.StaticQuestionMaker`` (which calls this module, so
+    routes.py names only this shape of it and the two modules import one way)."""
+
+    f: Any  # the scene's SceneFacts
+    rng: np.random.Generator
+    balancer: LetterBalancer
+    per_task: int
+
+    def record(self, task: str, index: int, question: str, answer: str | float, options: list[str] | None,
+               categories: list[str], **detail: Any) -> QARecord: ...
+
+
+def make_route_questions(maker: QuestionMaker, max_tries: int = 200) -> list[QARecord]:
     facts, rng = maker.f, maker.rng
     unique = facts.unique()
     out: list[QARecord] = []

@@ -2,7 +2,7 @@
 
 - ``obj_appearance_order`` (VSI-Bench): first appearance of a category is the first frame where one
   of its instances covers at least ``APPEAR_FRACTION`` of the image (the paper's pixel-threshold rule;
-  the value is our choice, benchmarks.md §6.2 item 7); four categories whose first appearances are
+  the value is our choice); four categories whose first appearances are
   more than 1 s apart.
 - ``egocentric_direction`` (UrbanVideo-Bench "Landmark Position" spirit): the quadrant of a seen
   object relative to the camera at the last frame, with VSI-Bench's ambiguity margins.

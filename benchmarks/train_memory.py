@@ -1,0 +1,108 @@
+"""Peak memory of one GRPO policy update: a whole micro-batch (TRL's row-counted batch) against the same
+micro-batch differentiated in token-budget slices (``max_train_batch_tokens``, training/token_budget.py).
+
+Each configuration runs in a fresh process (so one's freed memory cannot hide another's peak): load the
+model, build one micro-batch of ``--shape`` (PROMPTSxGENERATIONS) with ~``--prompt-tokens``-token prompts
+(the CPU recipes' cap, 4,096) and completions of up to ``--completion-tokens``, then one
+``compute_loss`` + backward on the shared-prefix path. It prints the peak resident memory of each
+process, its rise over the loaded model, the ratio, and the gradient difference between the two.
+
+    python benchmarks/train_memory.py                          # 2x4 at 4,096 prompt tokens, budgets none and 8192
+    python benchmarks/train_memory.py --shape 4x4 --budget 4096
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from grpo_step import micro_batches, update_members, update_trainer
+
+
+def peak_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+
+
+def child(args: argparse.Namespace) -> dict[str, Any]:
+    """One update in this process; returns its numbers (and saves the gradients for the comparison)."""
+    import torch
+
+    from embodied_r.reasoning.models import resolve_model_path
+    from embodied_r.training.host_memory import fix_mmap_threshold
+
+    fix_mmap_threshold()  # as train() does on CPUs
+    torch.manual_seed(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = update_trainer(resolve_model_path(args.model), args, Path(tmp))
+        trainer.model.train()
+        trainer.current_gradient_accumulation_steps = 1  # what Trainer sets at the start of a step
+        trainer.max_train_batch_tokens = args.child_budget or None
+        tok = trainer.processing_class
+        prompts, generations = (int(x) for x in args.shape.lower().split("x"))
+        members, columns = update_members(tok, prompts, generations, args)
+        (batch,) = micro_batches(members, columns, len(members), tok.pad_token_id, args.completion_tokens)
+        loaded = peak_gib()
+        start = time.perf_counter()
+        loss = trainer.compute_loss(trainer.model, batch)
+        loss.backward()
+        seconds = time.perf_counter() - start
+    torch.save([p.grad for p in trainer.model.parameters() if p.grad is not None], args.child_grads)
+    return {"budget": args.child_budget or None, "rows": len(members), "prompt_columns": columns,
+            "loaded_gib": loaded, "peak_gib": peak_gib(), "seconds": seconds, "loss": float(loss)}
+
+
+def run_child(args: argparse.Namespace, budget: int, grads: Path) -> dict[str, Any]:
+    argv = [sys.executable, __file__, "--child-budget", str(budget), "--child-grads", str(grads),
+            "--shape", args.shape, "--prompt-tokens", str(args.prompt_tokens),
+            "--completion-tokens", str(args.completion_tokens), "--model", args.model]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"update with budget {budget or 'none'} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--shape", default="2x4", help="PROMPTSxGENERATIONS of the micro-batch (the demo's: 2x4)")
+    parser.add_argument("--prompt-tokens", type=int, default=4096, help="the CPU recipes' max_prompt_tokens")
+    parser.add_argument("--completion-tokens", type=int, default=64)
+    parser.add_argument("--budget", type=int, default=8192, help="max_train_batch_tokens of the sliced run")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--child-budget", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child-grads", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child_budget is not None:
+        print(json.dumps(child(args)))
+        return 0
+
+    import torch
+
+    with tempfile.TemporaryDirectory() as tmp:
+        whole = run_child(args, 0, Path(tmp) / "whole.pt")
+        sliced = run_child(args, args.budget, Path(tmp) / "sliced.pt")
+        a, b = torch.load(Path(tmp) / "sliced.pt"), torch.load(Path(tmp) / "whole.pt")
+        difference = float(torch.sqrt(sum(((x - y) ** 2).sum() for x, y in zip(a, b)))
+                           / torch.sqrt(sum((y**2).sum() for y in b)))
+    print(f"\nGRPO policy update, {args.model} fp32, micro-batch {args.shape} ({whole['rows']} rows), prompts "
+          f"~{args.prompt_tokens} tokens, completions <= {args.completion_tokens}, shared-prefix path")
+    print(f"{'run':28s} {'peak GiB':>9s} {'rise GiB':>9s} {'seconds':>8s}")
+    for name, r in (("whole micro-batch (TRL)", whole), (f"slices of <= {args.budget} tokens", sliced)):
+        print(f"{name:28s} {r['peak_gib']:9.2f} {r['peak_gib'] - r['loaded_gib']:9.2f} {r['seconds']:8.1f}")
+    rise = (whole["peak_gib"] - whole["loaded_gib"]) / max(1e-9, sliced["peak_gib"] - sliced["loaded_gib"])
+    print(f"peak ratio whole/sliced {whole['peak_gib'] / sliced['peak_gib']:.2f}x, rise ratio {rise:.2f}x; "
+          f"|loss diff| {abs(whole['loss'] - sliced['loss']):.2e}, gradient relative difference {difference:.2e}")
+    if args.json:
+        args.json.write_text(json.dumps({"whole": whole, "sliced": sliced, "grad_rel_diff": difference}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

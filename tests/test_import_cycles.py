@@ -1,0 +1,92 @@
+"""No two modules of the package import each other, directly or through others.
+
+Every import counts, including those deferred into a function body and those under ``TYPE_CHECKING``:
+a cycle held together by a deferred import breaks as soon as someone moves it to the top of the file.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import embodied_r
+
+ROOT = Path(embodied_r.__file__).parent
+
+
+def module_names() -> dict[str, Path]:
+    names = {}
+    for path in ROOT.rglob("*.py"):
+        parts = ("embodied_r", *path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names[".".join(parts)] = path
+    return names
+
+
+def imported(path: Path, modules: set[str]) -> set[str]:
+    """The package's modules that ``path`` imports (``from a.b import c`` names a.b, and a.b.c when c is a
+    module)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in modules)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module in modules:
+                found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules)
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_cycle_finder_finds_a_deferred_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    names = module_names()
+    assert len(names) > 100  # the whole package was read
+    graph = {name: imported(path, set(names)) - {name} for name, path in names.items()}
+    assert cycles(graph) == []
