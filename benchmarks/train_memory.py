@@ -32,6 +32,10 @@ def peak_gib() -> float:
 
 def child(args: argparse.Namespace) -> dict[str, Any]:
     """One update in this process; returns its numbers (and saves the gradients for the comparison)."""
+    # An address-space cap, so that a configuration that needs more fails here instead of waking the
+    # kernel's OOM killer (which may pick another process).
+    cap = int(args.cap_gib * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     import torch
 
     from embodied_r.reasoning.models import resolve_model_path
@@ -62,8 +66,11 @@ def run_child(args: argparse.Namespace, budget: int, grads: Path) -> dict[str, A
     argv = [sys.executable, __file__, "--child-budget", str(budget), "--child-grads", str(grads),
             "--shape", args.shape, "--prompt-tokens", str(args.prompt_tokens),
             "--completion-tokens", str(args.completion_tokens), "--model", args.model]
+    argv += ["--cap-gib", str(args.cap_gib)]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
+        if "can't allocate memory" in done.stderr or "MemoryError" in done.stderr:
+            return {"budget": budget or None, "failed": f"out of memory under the {args.cap_gib:g} GiB address-space cap"}
         raise SystemExit(f"update with budget {budget or 'none'} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -75,6 +82,8 @@ def main() -> int:
     parser.add_argument("--prompt-tokens", type=int, default=4096, help="the CPU recipes' max_prompt_tokens")
     parser.add_argument("--completion-tokens", type=int, default=64)
     parser.add_argument("--budget", type=int, default=8192, help="max_train_batch_tokens of the sliced run")
+    parser.add_argument("--cap-gib", type=float, default=16.0,
+                        help="address-space cap of each update's process (a run over it is reported as such)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--child-budget", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-grads", type=Path, default=None, help=argparse.SUPPRESS)
@@ -88,19 +97,25 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         whole = run_child(args, 0, Path(tmp) / "whole.pt")
         sliced = run_child(args, args.budget, Path(tmp) / "sliced.pt")
-        a, b = torch.load(Path(tmp) / "sliced.pt"), torch.load(Path(tmp) / "whole.pt")
-        difference = float(torch.sqrt(sum(((x - y) ** 2).sum() for x, y in zip(a, b)))
-                           / torch.sqrt(sum((y**2).sum() for y in b)))
-    print(f"\nGRPO policy update, {args.model} fp32, micro-batch {args.shape} ({whole['rows']} rows), prompts "
-          f"~{args.prompt_tokens} tokens, completions <= {args.completion_tokens}, shared-prefix path")
+        difference = None
+        if "failed" not in whole and "failed" not in sliced:
+            a, b = torch.load(Path(tmp) / "sliced.pt"), torch.load(Path(tmp) / "whole.pt")
+            difference = float(torch.sqrt(sum(((x - y) ** 2).sum() for x, y in zip(a, b)))
+                               / torch.sqrt(sum((y**2).sum() for y in b)))
+    print(f"\nGRPO policy update, {args.model} fp32, micro-batch {args.shape}, prompts ~{args.prompt_tokens} "
+          f"tokens, completions <= {args.completion_tokens}; each in its own process under a {args.cap_gib:g} GiB cap")
     print(f"{'run':28s} {'peak GiB':>9s} {'rise GiB':>9s} {'seconds':>8s}")
     for name, r in (("whole micro-batch (TRL)", whole), (f"slices of <= {args.budget} tokens", sliced)):
-        print(f"{name:28s} {r['peak_gib']:9.2f} {r['peak_gib'] - r['loaded_gib']:9.2f} {r['seconds']:8.1f}")
-    rise = (whole["peak_gib"] - whole["loaded_gib"]) / max(1e-9, sliced["peak_gib"] - sliced["loaded_gib"])
-    print(f"peak ratio whole/sliced {whole['peak_gib'] / sliced['peak_gib']:.2f}x, rise ratio {rise:.2f}x; "
-          f"|loss diff| {abs(whole['loss'] - sliced['loss']):.2e}, gradient relative difference {difference:.2e}")
+        if "failed" in r:
+            print(f"{name:28s} {r['failed']}")
+        else:
+            print(f"{name:28s} {r['peak_gib']:9.2f} {r['peak_gib'] - r['loaded_gib']:9.2f} {r['seconds']:8.1f}")
+    if difference is not None:
+        print(f"peak ratio whole/sliced {whole['peak_gib'] / sliced['peak_gib']:.2f}x; |loss diff| "
+              f"{abs(whole['loss'] - sliced['loss']):.2e}, gradient relative difference {difference:.2e}")
     if args.json:
-        args.json.write_text(json.dumps({"whole": whole, "sliced": sliced, "grad_rel_diff": difference}, indent=2))
+        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "whole": whole,
+                                         "sliced": sliced, "grad_rel_diff": difference}, indent=2))
     return 0
 
 

@@ -335,3 +335,23 @@ def test_a_short_training_run_uses_the_shared_prefix_path(tiny_recipe, varying_r
     assert (True, False) in calls  # reference model
     assert (False, False) in calls  # old log-probabilities of the policy
     assert (False, True) in calls  # the loss, with gradients
+
+
+def test_packs_whose_attention_would_not_fit_take_the_per_row_path(tiny_lm_dir, tmp_path, monkeypatch) -> None:
+    # A block mask keeps heads x length^2 attention probabilities per layer for the backward pass; over
+    # the cap the memory-efficient per-row path is used, and only when gradients are kept.
+    trainer = make_trainer(tiny_lm_dir, tmp_path)
+    tok = trainer.processing_class
+    batch = make_batch([5, 9], 2, 6, tok.pad_token_id, tok.eos_token_id)
+    ids, mask, keep = joined(batch)
+    groups = shared_prefix.find_groups(ids[:, :-keep], mask[:, :-keep])
+    held = shared_prefix.dense_attention_bytes(trainer.model, groups, mask, keep)
+    config = trainer.model.config
+    lengths = [shared_prefix.packed_length(g, mask[:, :-keep].sum(1).tolist(), mask[:, -keep:].sum(1).tolist())
+               for g in groups]
+    assert held == config.num_hidden_layers * config.num_attention_heads * sum(n * n for n in lengths) * 4
+    monkeypatch.setattr(shared_prefix, "MAX_DENSE_ATTENTION_BYTES", held - 1)
+    with torch.no_grad():
+        assert shared_prefix.stock_path_reason(trainer.model, ids, mask, keep, False, {})[0] is None
+    reason, _ = shared_prefix.stock_path_reason(trainer.model, ids, mask, keep, False, {})
+    assert reason is not None and "backward pass" in reason

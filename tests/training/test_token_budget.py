@@ -131,3 +131,21 @@ def test_a_training_run_with_a_small_budget_slices_and_finishes(tiny_recipe, var
     summary = train(recipe)
     assert summary["global_step"] == 2 and math.isfinite(summary["train_loss"])
     assert any("differentiated in slices" in r.getMessage() for r in caplog.records)
+
+
+def test_slices_are_sized_for_the_per_row_path_when_packs_would_not_fit(tiny_lm_dir, tmp_path, monkeypatch) -> None:
+    # Packs whose dense attention would exceed the cap go the per-row way; their slices then count rows at
+    # the padded width, so no forward holds more than the budget.
+    from embodied_r.training import shared_prefix
+
+    monkeypatch.setattr(shared_prefix, "MAX_DENSE_ATTENTION_BYTES", 1)
+    trainer = make_trainer(tiny_lm_dir, tmp_path)
+    tok = trainer.processing_class
+    batch = make_batch([5, 13, 8, 8], 4, 10, tok.pad_token_id, tok.eos_token_id, seed=3)
+    inputs = grpo_inputs(trainer, batch, shared=True, seed=7)
+    width = batch["prompt_ids"].size(1) + batch["completion_ids"].size(1)
+    (whole_loss, whole_grads), (loss, grads), shapes = sliced_and_whole(trainer, inputs, shared=True,
+                                                                         budget=3 * width)
+    assert all(rows * columns <= 3 * width for rows, columns in shapes) and len(shapes) >= 5, shapes
+    torch.testing.assert_close(loss, whole_loss, rtol=1e-5, atol=1e-7)
+    assert_gradients_close(grads, whole_grads, GRAD_RTOL_FP32)

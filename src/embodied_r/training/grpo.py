@@ -103,6 +103,10 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
             return []
         packed = self.shared_prefix_update and shared_prefix.unsupported_reason(model, width) is None
         slices = token_budget.plan_slices(token_budget.prompt_groups(inputs, packed), budget)
+        if packed and any(self._dense_attention_bytes(model, inputs, rows) > shared_prefix.MAX_DENSE_ATTENTION_BYTES
+                          for rows in slices):
+            # Such slices take the per-row path (shared_prefix.stock_path_reason): size them for it.
+            slices = token_budget.plan_slices(token_budget.prompt_groups(inputs, False), budget)
         if len(slices) > 1:
             self._note_once("budget:sliced", logging.INFO,
                             "max_train_batch_tokens %d: micro-batches over it are differentiated in slices "
@@ -139,6 +143,13 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
             compute_entropy=compute_entropy, autocast=self.accelerator.autocast,
         )
         return logps, entropies, None
+
+    @staticmethod
+    def _dense_attention_bytes(model: Any, inputs: Any, rows: list[int]) -> int:
+        mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+        groups = shared_prefix.find_groups(inputs["prompt_ids"][rows].cpu(), inputs["prompt_mask"][rows].cpu())
+        return shared_prefix.dense_attention_bytes(model, [[rows[i] for i in g] for g in groups], mask.cpu(),
+                                                   inputs["completion_mask"].size(1))
 
     def _note_stock_path(self, reason: str) -> None:
         """Log once per distinct reason why a batch took TRL's per-row path."""

@@ -323,4 +323,28 @@ def stock_path_reason(
     groups = find_groups(input_ids[:, :-logits_to_keep], attention_mask[:, :-logits_to_keep])
     if all(len(group) == 1 for group in groups):
         return NO_SHARED_PROMPT, []
+    if torch.is_grad_enabled():
+        held = dense_attention_bytes(model, groups, attention_mask, logits_to_keep)
+        if held > MAX_DENSE_ATTENTION_BYTES:
+            return (f"the packed sequences' attention would hold {held / 2**30:.1f} GiB for the backward pass "
+                    f"(over {MAX_DENSE_ATTENTION_BYTES / 2**30:.0f} GiB; TRL's rows use the memory-efficient "
+                    "causal kernel)"), []
     return None, groups
+
+
+# A block mask sends SDPA to its math kernel, which keeps every layer's attention probabilities
+# (heads x length^2) for the backward pass: ~2 GB for the demo's two ~900-token packs with SmolLM2, ~20 GB
+# for one pack of a 4,096-token prompt. Above this the per-row path (causal, memory-efficient) is used.
+MAX_DENSE_ATTENTION_BYTES = 4 * 2**30
+
+
+def dense_attention_bytes(model: Any, groups: list[list[int]], attention_mask: torch.Tensor,
+                          logits_to_keep: int) -> int:
+    """Bytes the packed forward keeps for the backward pass in attention probabilities: layers x heads x
+    the sum of each pack's length squared x the element size."""
+    config = unwrap(model).config.get_text_config()
+    prompt_lengths = attention_mask[:, :-logits_to_keep].sum(1).tolist()
+    lengths = attention_mask[:, -logits_to_keep:].sum(1).tolist()
+    squares = sum(packed_length(g, prompt_lengths, lengths) ** 2 for g in groups)
+    element = torch.finfo(unwrap(model).dtype).bits // 8
+    return int(config.num_hidden_layers * config.num_attention_heads * squares * element)
