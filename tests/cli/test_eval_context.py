@@ -45,7 +45,7 @@ def _eval(data: Path, model: Path, out: Path, *extra: str) -> subprocess.Complet
     return subprocess.run(argv, capture_output=True, text=True, timeout=600, preexec_fn=_capped, check=False)
 
 
-@pytest.mark.parametrize("rule", ["drop-frames", "truncate-left", "skip"])
+@pytest.mark.parametrize("rule", ["drop-frames", "truncate-left", "truncate-left-tokens", "skip"])
 def test_a_200k_character_row_is_fitted_or_recorded_under_a_memory_cap(rule: str, tmp_path: Path,
                                                                        tiny_lm_dir: Path) -> None:
     data = tmp_path / "rows.jsonl"
@@ -56,7 +56,8 @@ def test_a_200k_character_row_is_fitted_or_recorded_under_a_memory_cap(rule: str
     predictions = {p["id"]: p for p in read_jsonl(out / "predictions.jsonl")}
     assert sorted(predictions) == ["q0", "q1", "q2", "q9"]  # every row predicted or recorded, once
     record = predictions["q9"]["meta"]["context"]
-    expected = {"drop-frames": "dropped-frames", "truncate-left": "truncated-left", "skip": "skipped"}[rule]
+    expected = {"drop-frames": "dropped-frames", "truncate-left": "truncated-left",
+                "truncate-left-tokens": "truncated-left-tokens", "skip": "skipped"}[rule]
     assert record["action"] == expected and record["prompt_tokens"] > record["limit"]
     assert record["kept_tokens"] <= record["limit"]
     assert all("context" not in predictions[i]["meta"] for i in ("q0", "q1", "q2"))

@@ -116,4 +116,4 @@ def test_paper_recipe_evaluates_with_the_official_budget_and_prompt_rule() -> No
 
     recipe = load_recipe(Path(__file__).parents[2] / "recipes" / "embodied_r" / "paper_qwen2.5-3b.yaml")
     assert (recipe.eval_max_new_tokens, recipe.prompt_version) == (3096, "official")
-    assert (recipe.context_rule, recipe.max_prompt_tokens) == ("truncate-left", 6144)
+    assert (recipe.context_rule, recipe.max_prompt_tokens) == ("truncate-left-tokens", 6144)

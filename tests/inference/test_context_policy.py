@@ -95,6 +95,18 @@ def test_truncate_left_with_a_real_tokenizer_stays_within_the_limit() -> None:
     assert fit.kept_tokens == len(tokenizer(render_chat(tokenizer, fit.messages), add_special_tokens=False)["input_ids"])
 
 
+def test_token_rule_keeps_the_last_tokens_of_the_whole_rendered_prompt() -> None:
+    # The official trainer's left truncation: the system prompt goes first; the messages stay as given.
+    from embodied_r.core.chat import render_chat as render
+
+    messages = _messages(["a sofa " * 100, "a door"])
+    ids = TOKENIZER(render(TOKENIZER, messages), add_special_tokens=False)["input_ids"]
+    fit = fit_chat(TOKENIZER, messages, len(ids) - 300, rule="truncate-left-tokens")
+    assert fit.action == "truncated-left-tokens" and fit.messages == messages
+    assert fit.token_ids == ids[300:] and fit.kept_tokens == len(ids) - 300
+    assert fit.record()["kept_tokens"] == len(ids) - 300
+
+
 def test_skip_rule_and_policy_errors() -> None:
     messages = _messages(["a sofa", "a door"])
     fit = fit_chat(TOKENIZER, messages, limit=10, rule="skip")

@@ -85,3 +85,17 @@ def test_the_format_warm_up_leaves_out_prompts_it_cannot_fit(tiny_lm_dir: Path) 
     assert [r.id for r in rows_within(rows, str(tiny_lm_dir), 4096)] == ["t0", "t1"]
     with pytest.raises(WarmupError, match="every prompt is longer than max_length 100"):
         rows_within(rows, str(tiny_lm_dir), 100)
+
+
+def test_token_rule_cuts_trls_prompt_ids_from_the_left(tiny_recipe) -> None:
+    from embodied_r.training.grpo import build_trainer
+
+    trainer, context = build_trainer(load_recipe(tiny_recipe(context_rule="truncate-left-tokens",
+                                                             max_prompt_tokens=40)))
+    assert trainer.left_truncate_to == 40 and context["prompt_context"]["limit"] == 40
+    prompt = [{"role": "system", "content": "You are careful."}, {"role": "user", "content": "where " * 60}]
+    trainer.left_truncate_to = None
+    (whole,), _, _ = trainer._tokenize_prompts([prompt])
+    trainer.left_truncate_to = 40
+    (cut,), _, _ = trainer._tokenize_prompts([prompt])
+    assert len(whole) > 40 and list(cut) == list(whole)[-40:]

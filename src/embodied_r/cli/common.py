@@ -34,8 +34,8 @@ def add_context_arguments(parser: Any) -> None:
     group = parser.add_argument_group("context policy (prompts longer than the model's context)")
     group.add_argument("--context-rule", default=DEFAULT_RULE, choices=list(RULES),
                        help="what to do with a prompt that does not fit: drop the oldest frame descriptions, "
-                       "cut the user text from the left, or skip the row; every affected row is recorded "
-                       "(default: %(default)s)")
+                       "cut the user text from the left, keep the last tokens of the whole prompt (the official "
+                       "trainer's rule), or skip the row; every affected row is recorded (default: %(default)s)")
     group.add_argument("--max-prompt-tokens", type=int, default=None, metavar="N",
                        help="prompt token cap below the model's context minus --max-new-tokens (default: none)")
     group.add_argument("--max-batch-tokens", type=int, default=DEFAULT_MAX_BATCH_TOKENS, metavar="N",

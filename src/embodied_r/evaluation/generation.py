@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from embodied_r.core.chat import Messages, render_chat
+from embodied_r.core.chat import Messages
 from embodied_r.inference.context_policy import (
     ContextError,
     ContextPolicy,
@@ -233,11 +233,13 @@ class VLLMEngine(Engine):
         _require_unskipped(fitted)
         params = SamplingParams(max_tokens=max_new_tokens, temperature=temperature if do_sample else 0.0,
                                 top_p=top_p if do_sample else 1.0)
-        texts = [render_chat(self.tokenizer, f.messages or [], f.completion_prefix) for f in fitted]
-        results: list[str] = [""] * len(texts)
-        for start in range(0, len(texts), self.chunk_size):
-            indices = list(range(start, min(start + self.chunk_size, len(texts))))
-            outputs = self.llm.generate([texts[i] for i in indices], params, use_tqdm=False)
+        # The fitted token ids, as the transformers engine generates from them: a prompt cut on tokens
+        # (truncate-left-tokens) has no text form.
+        prompts = [{"prompt_token_ids": list(f.token_ids)} for f in fitted]
+        results: list[str] = [""] * len(prompts)
+        for start in range(0, len(prompts), self.chunk_size):
+            indices = list(range(start, min(start + self.chunk_size, len(prompts))))
+            outputs = self.llm.generate([prompts[i] for i in indices], params, use_tqdm=False)
             completions = [fitted[i].completion_prefix + (o.outputs[0].text if o.outputs else "")
                            for i, o in zip(indices, outputs)]
             for index, completion in zip(indices, completions):

@@ -12,6 +12,10 @@ declared rule and the row records what happened (``FittedPrompt.record``):
   frames go first, the question and choices at its end stay), as the official Embodied-R trainer cuts
   prompts from the left. The system prompt and the chat template are kept, so the model still sees a
   well-formed turn.
+- ``truncate-left-tokens``: the official Embodied-R trainer's rule exactly (ms-swift's left truncation):
+  the last ``limit`` tokens of the rendered prompt, whatever they are, so a long prompt loses its system
+  prompt and chat-template opening first. The messages are kept as given and the cut is made on the
+  token ids (generation reads those; training cuts TRL's prompt ids the same way).
 - ``skip``: the row is not given to the model; it is recorded (and scored as unanswered by ``eval``).
 
 ``drop-frames`` falls back to ``skip`` when the row has no frame descriptions or does not fit even
@@ -33,7 +37,8 @@ from embodied_r.core.chat import Messages, render_chat
 
 logger = logging.getLogger(__name__)
 
-RULES = ("drop-frames", "truncate-left", "skip")
+RULES = ("drop-frames", "truncate-left", "truncate-left-tokens", "skip")
+TOKEN_CUT_RULE = "truncate-left-tokens"
 DEFAULT_RULE = "drop-frames"
 # Padded tokens per generation batch. Measured with SmolLM2-135M on CPU: prompt attention grows with
 # rows x length^2, and two 7,900-token rows plus the model stay well under 8 GB (docs/performance.md).
@@ -106,7 +111,7 @@ class FittedPrompt:
     """A prompt after the policy: the messages to use (``None`` when skipped) and what was done."""
 
     messages: Messages | None
-    action: str  # fits | dropped-frames | truncated-left | skipped
+    action: str  # fits | dropped-frames | truncated-left | truncated-left-tokens | skipped
     prompt_tokens: int  # the whole prompt, as given
     kept_tokens: int  # what the model reads (0 when skipped)
     limit: int
@@ -193,6 +198,9 @@ def fit_chat(tokenizer: Any, messages: Messages, limit: int, rule: str = DEFAULT
 
     if rule == "skip":
         return skipped(f"{total} prompt tokens exceed the limit of {limit}")
+    if rule == TOKEN_CUT_RULE:
+        return FittedPrompt(messages, "truncated-left-tokens", total, limit, limit, token_ids=ids[total - limit:],
+                            completion_prefix=completion_prefix)
     index = _last_user_index(messages)
     if index is None:
         return skipped(f"{total} prompt tokens exceed the limit of {limit} and there is no text user message to cut")

@@ -21,6 +21,7 @@ import torch
 from accelerate import PartialState
 from trl import GRPOConfig, GRPOTrainer
 
+from embodied_r.inference.context_policy import TOKEN_CUT_RULE
 from embodied_r.io import atomic_write_json, atomic_write_text, exclusive_output
 from embodied_r.rewards import get_reward, is_factory
 from embodied_r.rewards.schedule import RewardSchedule, make_schedule_callback
@@ -65,6 +66,7 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
     completion_prefix: str = ""
     shared_prefix_update: bool = True
     max_train_batch_tokens: int | None = None
+    left_truncate_to: int | None = None  # prompt tokens kept from the right (context_rule truncate-left-tokens)
 
     def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
@@ -176,6 +178,11 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
                 )
             extra = self._tokenizer(self.completion_prefix, add_special_tokens=False)["input_ids"]
             prompt_ids = [list(ids) + list(extra) for ids in prompt_ids]
+        if self.left_truncate_to is not None:
+            # context_rule truncate-left-tokens: the official trainer keeps the last N prompt tokens.
+            if multimodal_fields:
+                raise RecipeError("context_rule truncate-left-tokens supports text-only prompts")
+            prompt_ids = [list(ids)[-self.left_truncate_to:] for ids in prompt_ids]
         return prompt_ids, images, multimodal_fields
 
     def _calculate_rewards(
@@ -484,6 +491,8 @@ def build_trainer(
     trainer.completion_prefix = recipe.completion_prefix
     trainer.shared_prefix_update = recipe.shared_prefix_update
     trainer.max_train_batch_tokens = recipe.max_train_batch_tokens
+    if recipe.context_rule == TOKEN_CUT_RULE:
+        trainer.left_truncate_to = int(prompt_context["limit"])
     if evaluator is not None:
         evaluator.trainer = trainer
         if trainer.accelerator.num_processes > 1:
