@@ -271,7 +271,9 @@ def _reference_section(evals: list[dict[str, Any]]) -> str:
     note = reference_note(evals[-1]["metrics"])
     return ("<h2>Under the reference names (lmms-eval)</h2><p class='note'>The same predictions aggregated as the "
             "reference harness does (VSI-Bench: relative-direction levels averaged, overall the mean of the "
-            "question types; MVBench: empty predictions left out)."
+            "question types; MVBench: empty predictions left out), and choice accuracy with the official "
+            "Embodied-R evaluation parser (embodied_r: the first &lt;answer&gt; letter, else any letter "
+            "followed by a period, so letters in the reasoning count)."
             + (f" {html.escape(note)}." if note else "") + "</p>"
             + _table(["metric"] + [r["name"] for r in evals], rows))
 
