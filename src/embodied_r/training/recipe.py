@@ -472,10 +472,10 @@ def load_recipe(path: str | Path | None, overrides: list[str] | None = None,
         ours = set(OUR_KEYS)
         try:
             check_batch_geometry({k: v for k, v in data.items() if k not in ours}, num_processes)
-        except (TypeError, ValueError) as exc:
-            if isinstance(exc, RecipeError):
-                raise
-            # a value of the wrong type: recipe_from_dict below says which, in its own words
+        except RecipeError:
+            raise
+        except (TypeError, ValueError):
+            pass  # a value of the wrong type: recipe_from_dict below says which, in its own words
     return recipe_from_dict(data, "recipe" if path is None else str(path))
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from embodied_r.training.shared_prefix import find_groups, packed_length
+from embodied_r.training.shared_prefix import find_groups
 
 # Losses normalised per row (a mean over rows, or a sum over rows divided by rows x a constant).
 ROW_NORMALISED = ("grpo", "sapo", "dr_grpo", "luspo")
@@ -85,9 +85,8 @@ def prompt_groups(inputs: dict[str, Any], packed: bool) -> list[Group]:
     lengths = completion_mask.sum(1).tolist()
     out = []
     for group in rows:
-        # packed_length is the prompt minus one token, then one block of (1 + completion) per row.
-        base = packed_length(group, prompt_lengths, lengths) - sum(lengths[r] + 1 for r in group if lengths[r] > 0)
-        out.append(Group(group, base, [lengths[r] + 1 if lengths[r] > 0 else 0 for r in group]))
+        # As shared_prefix.packed_length: the prompt minus its last token once, then (1 + completion) per row.
+        out.append(Group(group, prompt_lengths[group[0]] - 1, [lengths[r] + 1 if lengths[r] > 0 else 0 for r in group]))
     return out
 
 
