@@ -13,7 +13,7 @@ MODULES = [
     "embodied_r.inference.judges",
     "embodied_r.reasoning.parsing",
     "embodied_r.reasoning.prompts",
-    "embodied_r.evaluation.metrics",
+    "embodied_r.core.scoring",
     "embodied_r.evaluation.reference_names",
     "embodied_r.evaluation.generation",
     "embodied_r.evaluation.predict",

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 SCHEMA_VERSION = 1
-AnswerType = Literal["choice", "number", "open"]
-ANSWER_TYPES: tuple[str, ...] = ("choice", "number", "open")
+# "position" is Robot-R1's open-ended waypoint ([x, y, z] in metres, scored by L1 closeness).
+ANSWER_TYPES: tuple[str, ...] = ("choice", "number", "position", "open")
 
 R = TypeVar("R", bound="Record")
 
@@ -160,7 +160,7 @@ class Prediction(Record):
     id: str
     task: str
     completion: str
-    parsed_answer: str | float | None
+    parsed_answer: str | float | list[float] | None
     answer: str | float
     answer_type: str
     correct: bool

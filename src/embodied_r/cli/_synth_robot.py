@@ -9,18 +9,29 @@ from typing import Any
 
 _DEFAULT_TASKS = ("pick-place-v3", "button-press-topdown-v3", "bin-picking-v3", "shelf-place-v3",
                   "disassemble-v3")  # kept equal to sim.robot.tasks.DEFAULT_TASKS (checked in tests)
+_DEFAULT_HELD_OUT = ("assembly-v3", "box-close-v3")  # sim.robot.tasks.DEFAULT_HELD_OUT_TASKS
 
 
 def register(kinds: Any) -> None:
     robot = kinds.add_parser(
         "robot", help="Meta-World expert demonstrations -> Robot-R1 keypoint questions",
         description="Run Meta-World scripted experts, find keypoints, render upright front-camera frames "
-                    "and write Robot-R1 questions (questions.jsonl), text/image prompt rows and an "
-                    "open-ended judge set. Reruns resume finished episodes.")
+                    "and write Robot-R1 questions (questions.jsonl), text/image prompt rows and "
+                    "open-ended judge sets, split into training episodes, held-out episodes of the training "
+                    "tasks (*_test_in.jsonl) and held-out tasks (*_test_out.jsonl). Reruns resume finished "
+                    "episodes.")
     robot.add_argument("--out", required=True, help="output folder")
     robot.add_argument("--tasks", nargs="+", default=list(_DEFAULT_TASKS), metavar="TASK",
                        help="Meta-World v3 task names (default: the five stand-ins for the paper's RLBench tasks)")
-    robot.add_argument("--episodes", type=int, default=5, help="expert episodes attempted per task (default 5)")
+    robot.add_argument("--episodes", type=int, default=5,
+                       help="training episodes attempted per training task (default 5)")
+    robot.add_argument("--test-episodes", type=int, default=2,
+                       help="held-out episodes per task (other seeds, so other object placements): the "
+                            "in-distribution test of each training task, and the episodes of each held-out "
+                            "task (default 2; 0 writes training files only)")
+    robot.add_argument("--held-out-tasks", nargs="*", default=list(_DEFAULT_HELD_OUT), metavar="TASK",
+                       help="tasks never trained on: the out-of-distribution test (default: "
+                            f"{' '.join(_DEFAULT_HELD_OUT)}; give the flag alone for none)")
     robot.add_argument("--seed", type=int, default=0, help="base seed for object placement and options")
     robot.add_argument("--resolution", default="224x224", help="image size WxH (paper: 224x224)")
     robot.add_argument("--camera", default="front",
@@ -55,12 +66,17 @@ def run_robot(args: argparse.Namespace) -> int:
     from embodied_r.sim.robot.tasks import UnknownTaskError
 
     width, height = _resolution(args.resolution)
-    if args.episodes < 1 or args.max_steps < 1 or args.interval < 1:
-        raise CLIError("--episodes, --max-steps and --interval must be positive integers")
-    cfg = SynthConfig(tasks=args.tasks, episodes=args.episodes, out=Path(args.out), seed=args.seed,
-                      width=width, height=height, camera=args.camera, max_steps=args.max_steps,
-                      interval=args.interval, near_distractors=args.near_distractors,
-                      bench_frames=args.bench_frames, keypoint_rule=args.keypoint_rule)
+    if args.episodes < 1 or args.max_steps < 1 or args.interval < 1 or args.test_episodes < 0:
+        raise CLIError("--episodes, --max-steps and --interval must be positive integers, --test-episodes "
+                       "not negative")
+    try:
+        cfg = SynthConfig(tasks=args.tasks, episodes=args.episodes, out=Path(args.out), seed=args.seed,
+                          width=width, height=height, camera=args.camera, max_steps=args.max_steps,
+                          interval=args.interval, near_distractors=args.near_distractors,
+                          bench_frames=args.bench_frames, keypoint_rule=args.keypoint_rule,
+                          test_episodes=args.test_episodes, held_out_tasks=args.held_out_tasks or ())
+    except ValueError as exc:
+        raise CLIError(f"--held-out-tasks / --test-episodes: {exc}") from exc
     out = console()
     started = time.perf_counter()
     count = {"n": 0}
@@ -75,12 +91,17 @@ def run_robot(args: argparse.Namespace) -> int:
     except (UnknownTaskError, CameraError) as exc:
         raise CLIError(str(exc)) from exc
     elapsed = time.perf_counter() - started
-    summary = build_datasets(cfg.out, seed=cfg.seed, near_distractors=cfg.near_distractors,
-                             bench_frames=cfg.bench_frames)
-    rows = [[task, summary["kept_by_task"].get(task, 0), summary["discarded_by_task"].get(task, 0)]
-            for task in args.tasks]
-    print_table("Robot-R1 demonstrations", ["task", "kept", "discarded"], rows)
-    print_table("Questions", ["type", "count"], [[k, v] for k, v in summary["questions_by_type"].items()])
+    summary = build_datasets(cfg)
+    rows = [[task, "held out" if task in cfg.held_out_tasks else "training",
+             summary["kept_by_task"].get(task, 0), summary["discarded_by_task"].get(task, 0)]
+            for task in [*cfg.tasks, *cfg.held_out_tasks]]
+    print_table("Robot-R1 demonstrations", ["task", "role", "kept", "discarded"], rows)
+    splits = summary["splits"]
+    types = sorted({t for s in splits.values() for t in s["questions_by_type"]})
+    print_table("Questions per split (files: prompts.jsonl, prompts_test_in.jsonl, prompts_test_out.jsonl)",
+                ["split", *types, "bench items"],
+                [[split, *[s["questions_by_type"].get(t, 0) for t in types], s["bench_items"]]
+                 for split, s in splits.items()])
     if count["n"]:
         out.print(f"{count['n']} new episodes in {elapsed:.1f} s ({60 * count['n'] / elapsed:.1f} episodes/min); "
                   f"files in {cfg.out}")

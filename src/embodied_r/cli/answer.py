@@ -22,7 +22,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--question", required=True, help="the question text")
     parser.add_argument("--options", nargs="+", default=None, metavar="OPTION",
                         help="answer options, e.g. --options left right back (lettered A, B, C...)")
-    parser.add_argument("--answer-type", choices=["choice", "number", "open"], default=None,
+    parser.add_argument("--answer-type", choices=["choice", "number", "position", "open"], default=None,
                         help="default: choice with --options, open otherwise")
     parser.add_argument("--vlm", default="oracle",
                         help="perception backend: oracle | openai/MODEL | transformers/MODEL (default: oracle)")

@@ -25,6 +25,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                         help="built-in name, local folder or Hugging Face id (default: %(default)s)")
     parser.add_argument("--out", required=True, help="output folder (predictions.jsonl, metrics.json)")
     add_generation_arguments(parser, "evaluate only the first N questions")
+    parser.add_argument("--input", default="auto", choices=["auto", "image", "text"],
+                        help="which prompt rows --data holds: image rows (Robot-R1 prompts_vl.jsonl, answered by "
+                        "a vision-language --model, local or an http(s):// endpoint) or text rows "
+                        "(prompts.jsonl); auto = what the rows hold, image or text to insist (default: %(default)s)")
     parser.add_argument("--engine", default="auto", choices=["auto", "transformers", "vllm"],
                         help="generation engine; auto = vLLM when installed with a GPU (default: %(default)s)")
     parser.add_argument("--prompt-version", default=None, choices=["official", "official-v1", "structured-v1"],
@@ -148,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
                            baselines=baselines, judge=args.judge, judge_model=args.judge_model,
                            report=not args.no_report, completion_prefix=args.completion_prefix,
                            judge_sees_letters=args.judge_sees_letters, judge_scoring=args.judge_scoring,
-                           context=context_policy(args), settings_from_recipe=(
+                           context=context_policy(args), prompt_input=args.input, settings_from_recipe=(
                                {"recipe": str(args.recipe), **from_recipe} if args.recipe else None))
     print_metrics(metrics)
     return 0
@@ -173,8 +177,8 @@ def print_metrics(metrics: dict[str, Any]) -> None:
     if generation:
         source = (generation.get("from_recipe") or {}).get("recipe")
         out.print(f"greedy decoding, at most {generation['max_new_tokens']} new tokens, prompt version "
-                  f"{generation.get('prompt_version')}" + (f" (settings from recipe {source})" if source else ""),
-                  markup=False)
+                  f"{generation.get('prompt_version')}, {generation.get('input', 'text')} input"
+                  + (f" (settings from recipe {source})" if source else ""), markup=False)
     if metrics.get("duplicate_predictions_ignored"):
         out.print(f"{metrics['duplicate_predictions_ignored']} duplicate prediction(s) in predictions.jsonl were "
                   "ignored (each question counts once, with its first prediction)")

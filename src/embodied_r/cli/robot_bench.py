@@ -15,7 +15,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "robot-bench",
         help="answer the open-ended Robot-R1 set (bench.jsonl from `synth robot`) and score it 0-3 with a judge",
         description="Answer the movement / spatial / planning / high-level-action questions of bench.jsonl with "
-        "a text reasoner (scene written from simulator state) and have a judge model score each answer 0-3 "
+        "a text reasoner (scene written from simulator state), or with --input image a vision-language model "
+        "looking at the frame, and have a judge model score each answer 0-3 "
         "against the reference built from the demonstration. Answers are appended to OUT/answers.jsonl "
         "(rerunning resumes); scores go to OUT/bench_metrics.json.",
     )
@@ -27,6 +28,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                         "model name/path")
     parser.add_argument("--judge-model", default=None, help="model name served at the --judge endpoint")
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    parser.add_argument("--input", default="text", choices=["image", "text"],
+                        help="what the answering model reads: text (the scene written from simulator state, "
+                        "any text model) or image (the front-camera frame, a vision-language --model, local or an "
+                        "http(s):// endpoint) (default: %(default)s)")
     add_generation_arguments(parser, "only the first N questions")
     return parser
 
@@ -54,9 +59,19 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.data).is_file():
         raise CLIError(f"--data {args.data}: file not found; create it with `embodied-r synth robot --out DIR`")
     check_generation_arguments(args)
+    if args.input == "image":
+        from embodied_r.evaluation.vl_generation import require_vision_model
+
+        require_vision_model(args.model)  # before the judge loads: a text model would never see the frame
     judge = make_judge(args)
 
     def engine_factory() -> Any:
+        if args.input == "image":
+            from embodied_r.evaluation.vl_generation import make_vl_engine
+
+            # The frames' paths in bench.jsonl are relative to its folder.
+            return make_vl_engine(args.model, engine="transformers", dtype=args.dtype,
+                                  image_dir=Path(args.data).parent)
         from embodied_r.evaluation.generation import make_engine
 
         return make_engine(args.model, engine="transformers", dtype=args.dtype)
@@ -64,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         metrics = run_bench(args.data, engine_factory, judge, args.out, args.model, limit=args.limit,
                             batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
-                            context=context_policy(args))
+                            context=context_policy(args), path=args.input)
     except (ValueError, KeyError) as exc:
         raise CLIError(str(exc)) from exc
     rows = [[cat, m["n"], m["mean"], m["unparsed"], m["judge_failures"]] for cat, m in metrics["categories"].items()]

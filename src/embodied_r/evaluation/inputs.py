@@ -109,6 +109,27 @@ def load_inputs(data: str | Path, prompt_version: str | None = None, perception:
     return rows, report
 
 
+PROMPT_INPUTS = ("auto", "image", "text")
+
+
+def resolve_input(rows: list[PromptRow], requested: str, data: str | Path) -> str:
+    """``image`` or ``text``: what ``rows`` hold (``requested`` ``auto``), or ``requested`` when the rows
+    hold it; a mismatch is a ``DataFileError`` naming the file to use instead. Rows with an image part
+    make the set an image set (a text row among them is answered by the same vision-language model)."""
+    from embodied_r.training.data import has_image
+
+    if requested not in PROMPT_INPUTS:
+        raise DataFileError(f"input {requested!r} not known; choose one of {', '.join(PROMPT_INPUTS)}")
+    held = "image" if any(has_image(row) for row in rows) else "text"
+    if requested == "image" and held == "text":
+        raise DataFileError(f"--input image: {data} holds text rows (no image parts); give the image rows instead "
+                            "(Robot-R1: prompts_vl.jsonl is the image path, prompts.jsonl the text path)")
+    if requested == "text" and held == "image":
+        raise DataFileError(f"--input text: {data} holds image rows; give the text rows instead (Robot-R1: "
+                            "prompts.jsonl is the text path, prompts_vl.jsonl the image path), or --input image")
+    return held
+
+
 def run_perception(records: list[QARecord], source: PerceptionSource, out_dir: Path, report: LoadReport,
                    qa_dir: Path = Path(".")) -> Path:
     """Run the perception stage for ``records`` into ``out_dir/perception.jsonl`` (resumable) and return it.

@@ -13,11 +13,10 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from embodied_r.core.scoring import score_completion as core_score
 from embodied_r.evaluation.generation import TransformersEngine
-from embodied_r.evaluation.metrics import score_answer
 from embodied_r.inference.context_policy import ContextPolicy
 from embodied_r.io import JsonlAppender
-from embodied_r.reasoning.parsing import parse_answer
 from embodied_r.records import Prediction, PromptRow
 
 logger = logging.getLogger(__name__)
@@ -25,8 +24,7 @@ logger = logging.getLogger(__name__)
 
 def score_completion(row: PromptRow, completion: str) -> Prediction:
     """Parse and score one completion with the same functions the accuracy reward uses."""
-    parsed = parse_answer(completion, row.options, row.answer_type)
-    score = score_answer(parsed, row.answer, row.answer_type)
+    parsed, score = core_score(completion, row.answer, row.answer_type, row.options)
     return Prediction(
         id=row.id, task=row.task, completion=completion, parsed_answer=parsed, answer=row.answer,
         answer_type=row.answer_type, correct=score >= 1.0, score=score,

@@ -49,7 +49,7 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
              report: bool = True, completion_prefix: str = "", judge_sees_letters: bool = False,
              judge_scoring: str | None = None,
              context: ContextPolicy | None = None,
-             settings_from_recipe: dict[str, Any] | None = None) -> dict[str, Any]:
+             settings_from_recipe: dict[str, Any] | None = None, prompt_input: str = "auto") -> dict[str, Any]:
     """Evaluate ``model_name`` on ``data``; write predictions.jsonl, metrics.json (and report.html) into ``out_dir``.
 
     ``baselines`` may name ``random``, ``prior``, ``direct`` and ``vlm_only``; ``judge`` (``policy``, a
@@ -59,6 +59,9 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
     is the policy for prompts that do not fit the model (default: drop the oldest frames); what it did
     is recorded per prediction and counted in ``metrics.json``'s ``context``. ``settings_from_recipe``
     (what ``eval --recipe`` took from a training recipe) is recorded under ``generation``.
+    ``prompt_input`` (``auto`` | ``image`` | ``text``) says which rows are expected: ``auto`` takes what the
+    rows hold; image rows are answered by a vision-language model (``evaluation.vl_generation``), and the
+    input used is recorded as ``input``.
     """
     context = context or ContextPolicy()
     started = time.perf_counter()
@@ -70,12 +73,13 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
     with claimed_folder(out):  # one writer per folder; a run that fails before writing leaves none behind
         rows, load_report = load_eval_rows(data, prompt_version=prompt_version, perception=perception,
                                            out_dir=out)
-        from embodied_r.training.data import has_image
+        from embodied_r.evaluation.inputs import resolve_input
 
-        if any(has_image(row) for row in rows):  # the text engines would drop the image without a word
-            raise DataFileError(f"{data}: these prompt rows carry images (Robot-R1 prompts_vl.jsonl); eval "
-                                "generates from text only, so evaluate the text rows (prompts.jsonl) of the "
-                                "same questions")
+        used_input = resolve_input(rows, prompt_input, data)
+        if used_input == "image":
+            from embodied_r.evaluation.vl_generation import require_vision_model
+
+            require_vision_model(model_name)  # a text model would read the text and never see the image
         if limit is not None:
             rows = rows[:limit]
         if not rows:
@@ -88,29 +92,42 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
 
         def engine_factory() -> Any:
             if "engine" not in cache:
-                from embodied_r.evaluation.generation import make_engine
+                if used_input == "image":
+                    from embodied_r.evaluation.vl_generation import make_vl_engine
 
-                cache["engine"] = make_engine(model_name, engine=engine, dtype=dtype)
+                    # Image paths in the rows are relative to the data file's folder.
+                    cache["engine"] = make_vl_engine(model_name, engine=engine, dtype=dtype,
+                                                     image_dir=Path(parse_spec(str(data)).path).parent)
+                else:
+                    from embodied_r.evaluation.generation import make_engine
+
+                    cache["engine"] = make_engine(model_name, engine=engine, dtype=dtype)
                 write_stamp()  # only a model that loads claims the folder (a typo leaves it free)
             return cache["engine"]
 
         predictions, generated, duplicates = generate_resumable(
             engine_factory, rows, out / "predictions.jsonl", batch_size, max_new_tokens, progress,
             completion_prefix=completion_prefix, context=context)
-        baseline_tables = run_baselines(baselines, rows, out, engine_factory, batch_size,
-                                        direct_max_new_tokens, perception, context=context)
+        text_only = {"direct"} if used_input == "image" else set()  # its prompt is rebuilt from text
+        baseline_tables = run_baselines([b for b in baselines if b not in text_only], rows, out, engine_factory,
+                                        batch_size, direct_max_new_tokens, perception, context=context)
+        if text_only & set(baselines):
+            from embodied_r.evaluation.baselines import not_run
+
+            baseline_tables["direct"] = not_run("direct", "the direct-answer prompt is rebuilt as text, which would "
+                                                "leave the image out; not run on image rows")
         consistency = run_consistency(judge, judge_model, model_name, dtype, rows, predictions, out,
                                       sees_letters=judge_sees_letters, scoring=judge_scoring)
         engine_name = cache["engine"].name if "engine" in cache else None
         metrics = assemble_metrics(predictions, rows, baseline_tables, consistency, load_report)
         metrics.update({
-            "model": model_name, "data": str(data), "n_questions": len(rows),
+            "model": model_name, "data": str(data), "input": used_input, "n_questions": len(rows),
             "duplicate_predictions_ignored": duplicates,
             "context": prediction_context(predictions, context),
             "generated_this_run": generated, "resumed": len(rows) - generated,
             "skipped": load_report.skipped, "n_skipped": len(load_report.skipped),
             "generation": {"do_sample": False, "max_new_tokens": max_new_tokens, "batch_size": batch_size,
-                           "engine": engine_name or engine,
+                           "engine": engine_name or engine, "input": used_input,
                            "prompt_version": prompt_version or rows[0].meta.get("prompt_version"),
                            "completion_prefix": completion_prefix, "from_recipe": settings_from_recipe},
             "perception": perception.describe() if perception is not None and perception.given else None,

@@ -54,12 +54,14 @@ class TransformersBackend:
     def _load(self) -> tuple[Any, Any]:
         if self._model is None or self._processor is None:
             import torch
-            from transformers import AutoModelForImageTextToText, AutoProcessor
+            from transformers import AutoModelForImageTextToText
+
+            from embodied_r.inference.vl_processor import load_vl_processor
 
             dtype = self.dtype if self.dtype == "auto" else getattr(torch, self.dtype)
             device_map = self.device if self.device != "cpu" else None
             logger.info("loading %s (dtype=%s, device=%s)", self.model, self.dtype, self.device)
-            self._processor = AutoProcessor.from_pretrained(self.model)
+            self._processor = load_vl_processor(self.model)  # works without torchvision, for images
             self._model = AutoModelForImageTextToText.from_pretrained(self.model, dtype=dtype,
                                                                       device_map=device_map).eval()
         tokenizer = getattr(self._processor, "tokenizer", self._processor)

@@ -160,11 +160,30 @@ def parse_number(span: str) -> float | None:
     return None
 
 
-def parse_answer(completion: str, options: list[str] | None, answer_type: str) -> str | float | None:
+_XYZ_NUMBER_RE = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+
+
+def parse_xyz(text: Any) -> list[float] | None:
+    """The first three finite numbers of a text (or a list of three numbers), or None when it has fewer.
+
+    >>> parse_xyz("[0.1, -0.25, 0.3]")
+    [0.1, -0.25, 0.3]
+    >>> parse_xyz("somewhere up") is None
+    True
+    """
+    if isinstance(text, (list, tuple)):
+        text = " ".join(map(str, text))
+    values = [float(v) for v in _XYZ_NUMBER_RE.findall(str(text or ""))[:3]]
+    if len(values) < 3 or not all(math.isfinite(v) for v in values):
+        return None
+    return values
+
+
+def parse_answer(completion: str, options: list[str] | None, answer_type: str) -> str | float | list[float] | None:
     """Read the final answer of a completion; never raises.
 
-    Returns the option letter for ``"choice"``, a float for ``"number"``, the stripped text for
-    ``"open"``, and None when there is no well-formed ``<answer>…</answer>`` or its content cannot be
+    Returns the option letter for ``"choice"``, a float for ``"number"``, ``[x, y, z]`` for
+    ``"position"``, the stripped text for ``"open"``, and None when there is no well-formed ``<answer>…</answer>`` or its content cannot be
     read as that type (a letter that is not one of the options counts as unreadable).
 
     >>> parse_answer("<answer>(C)</answer>", ["A. a", "B. b", "C. c"], "choice")
@@ -182,6 +201,8 @@ def parse_answer(completion: str, options: list[str] | None, answer_type: str) -
             return parse_choice(span, options)
         if answer_type == "number":
             return parse_number(span)
+        if answer_type == "position":
+            return parse_xyz(span)
         if answer_type == "open":
             text = span.strip()
             return text or None

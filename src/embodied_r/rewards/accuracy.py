@@ -1,10 +1,10 @@
-"""Accuracy reward: the evaluation's own parser and scorer, applied to each completion.
+"""Accuracy reward: the evaluation's own scorer, applied to each completion.
 
 Training and evaluation must agree on what "correct" means, so this reward does no parsing of its
-own: it calls ``reasoning.parsing.parse_answer`` (text inside the last ``<answer>`` only, unlike the
-official reward that read letters out of the reasoning) and
-``evaluation.metrics.score_answer`` (letter match for choices, including Robot-R1's ``[[X]]``, and
-VSI-Bench mean relative accuracy for numbers).
+own: it calls :func:`embodied_r.core.scoring.score_completion` (text inside the last ``<answer>``
+only, unlike the official reward that read letters out of the reasoning; letter match for choices,
+including Robot-R1's ``[[X]]``, VSI-Bench mean relative accuracy for numbers, L1 closeness for
+positions).
 
 >>> accuracy_reward(["<think>.</think><answer>B</answer>", "<think>.</think><answer>A</answer>"],
 ...                 answer=["B", "B"], answer_type=["choice", "choice"], options=[["A. l", "B. r"]] * 2)
@@ -18,16 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from embodied_r.evaluation.metrics import score_answer
-from embodied_r.reasoning.parsing import parse_answer
 from embodied_r.core.chat import completion_text
+from embodied_r.core.scoring import score_completion
 from embodied_r.rewards.text import column
-
-
-def score_completion_text(text: str, answer: Any, answer_type: str, options: list[str] | None) -> float:
-    """Score one completion text against the gold answer (0.0 when it has no readable answer)."""
-    parsed = parse_answer(text, options, answer_type)
-    return score_answer(parsed, answer, answer_type)
 
 
 def accuracy_reward(completions: Sequence[Any], **columns: Any) -> list[float]:
@@ -41,6 +34,6 @@ def accuracy_reward(completions: Sequence[Any], **columns: Any) -> list[float]:
     answer_types = [t or "choice" for t in column(columns, "answer_type", n)]
     options = column(columns, "options", n)
     return [
-        score_completion_text(completion_text(c), answers[i], answer_types[i], options[i])
+        score_completion(completion_text(c), answers[i], answer_types[i], options[i]).score
         for i, c in enumerate(completions)
     ]

@@ -24,9 +24,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from embodied_r.evaluation.metrics import score_answer
+from embodied_r.core.scoring import score_completion
 from embodied_r.inference.judges import Judge, JudgeError, question_for_judge, visible_thinks
-from embodied_r.reasoning.parsing import extract_think, parse_answer
+from embodied_r.reasoning.parsing import extract_think
 from embodied_r.core.chat import completion_text
 from embodied_r.rewards.text import column
 
@@ -155,8 +155,8 @@ class ConsistencyReward:
             if answer_types[i] != "choice":
                 continue  # the reference answers with letters only; numbers are out of scope (None)
             text = completion_text(completion)
-            parsed = parse_answer(text, options[i], "choice")
-            correct = score_answer(parsed, answers[i], "choice") >= 1.0
+            parsed, score = score_completion(text, answers[i], "choice", options[i])
+            correct = score >= 1.0
             has_think = bool((extract_think(text) or "").strip())
             if parsed is None or (self.gate and not correct) or not has_think:
                 # The official gate: no reasoning (or an empty one) supports no answer.

@@ -9,7 +9,6 @@ data set in :func:`embodied_r.training.data.image_rows_to_dataset`.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -55,25 +54,14 @@ def processor_for_rows(
 
 
 def load_processor(model_path: str) -> Any:
-    """``AutoProcessor`` of a vision-language model, left-padded for batched generation."""
-    from transformers import AutoProcessor, ProcessorMixin
+    """The processor of a vision-language model, left-padded for batched generation and left-truncated
+    (``inference.vl_processor.load_vl_processor``: images work without torchvision, and it saves)."""
+    from embodied_r.inference.vl_processor import VLProcessorError, load_vl_processor
 
     try:
-        processor = AutoProcessor.from_pretrained(model_path, padding_side="left", truncation_side="left")
-    except (ImportError, OSError, TypeError, ValueError) as exc:
-        hint = ""
-        if importlib.util.find_spec("torchvision") is None:
-            hint = (
-                "; transformers builds Qwen2.5-VL's video processor with torchvision, which is not "
-                "installed: pip install torchvision (the build matching your torch)"
-            )
-        raise RecipeError(f"{model_path}: cannot load the processor for image prompts ({exc}){hint}") from exc
-    if not isinstance(processor, ProcessorMixin):
-        raise RecipeError(
-            f"{model_path}: train_data has images but this model comes with a text tokenizer only; use a "
-            "vision-language model (e.g. Qwen/Qwen2.5-VL-3B-Instruct) or the text rows (prompts.jsonl)"
-        )
-    return processor
+        return load_vl_processor(model_path, padding_side="left", truncation_side="left")
+    except VLProcessorError as exc:
+        raise RecipeError(f"train_data has images: {exc}; or train on the text rows (prompts.jsonl)") from exc
 
 
 __all__ = ["data_dir", "load_processor", "processor_for_rows"]

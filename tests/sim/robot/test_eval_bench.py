@@ -67,7 +67,7 @@ def test_robot_bench_cli_answers_judges_and_resumes(robot_dataset: Path, tiny_lm
     import torch
 
     out = tmp_path / "bench"
-    argv = ["robot-bench", "--data", str(robot_dataset / "bench.jsonl"), "--model", str(tiny_lm_dir),
+    argv = ["robot-bench", "--data", str(robot_dataset / "bench_test_in.jsonl"), "--model", str(tiny_lm_dir),
             "--judge", str(tiny_lm_dir), "--out", str(out), "--limit", "4", "--max-new-tokens", "4",
             "--dtype", "float32"]
     threads = _one_thread()
@@ -92,5 +92,5 @@ def test_robot_bench_cli_answers_judges_and_resumes(robot_dataset: Path, tiny_lm
     (["--judge", "x", "--limit", "0"], "must be positive"),
 ])
 def test_robot_bench_bad_arguments(robot_dataset: Path, tmp_path: Path, capsys, extra, message) -> None:
-    code = main(["robot-bench", "--data", str(robot_dataset / "bench.jsonl"), "--out", str(tmp_path), *extra])
+    code = main(["robot-bench", "--data", str(robot_dataset / "bench_test_in.jsonl"), "--out", str(tmp_path), *extra])
     assert code == 2 and message in capsys.readouterr().err

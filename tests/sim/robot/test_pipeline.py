@@ -71,15 +71,17 @@ def test_prompt_files_line_up_with_questions(robot_dataset: Path) -> None:
     assert image_entry["type"] == "image" and (robot_dataset / image_entry["image"]).is_file()
     opened = read_jsonl(robot_dataset / "prompts_open.jsonl")
     assert len(opened) == sum(q["task"] == "waypoint" for q in questions)
-    assert all(r["answer_type"] == "open" and r["answer"].startswith("[") for r in opened)
+    assert all(r["answer_type"] == "position" and r["answer"].startswith("[") for r in opened)
 
 
-def test_summary_and_resume(robot_dataset: Path, robot_tasks: tuple[str, ...]) -> None:
+def test_summary_and_resume(robot_dataset: Path, robot_tasks: tuple[str, ...], robot_held_out: str) -> None:
     summary = json.loads((robot_dataset / "summary.json").read_text())
-    assert summary["episodes_attempted"] == 2 * len(robot_tasks)
+    # 2 training + 1 held-out episode per training task, 1 episode of the held-out task
+    assert summary["episodes_attempted"] == 3 * len(robot_tasks) + 1
     assert summary["episodes_kept"] + summary["episodes_discarded"] == summary["episodes_attempted"]
     before = (robot_dataset / "episodes.jsonl").read_text()
     assert main(["synth", "robot", "--out", str(robot_dataset), "--tasks", *robot_tasks, "--episodes", "2",
+                 "--test-episodes", "1", "--held-out-tasks", robot_held_out,
                  "--resolution", "96x80", "--seed", "3"]) == 0
     assert (robot_dataset / "episodes.jsonl").read_text() == before      # nothing rerun or duplicated
     assert json.loads((robot_dataset / "summary.json").read_text()) == summary
@@ -87,7 +89,7 @@ def test_summary_and_resume(robot_dataset: Path, robot_tasks: tuple[str, ...]) -
 
 def test_failed_experts_are_discarded_and_counted(tmp_path: Path) -> None:
     code = main(["synth", "robot", "--out", str(tmp_path), "--tasks", "pick-place-v3", "--episodes", "1",
-                 "--max-steps", "5"])
+                 "--test-episodes", "0", "--held-out-tasks", "--max-steps", "5"])
     assert code == 2                              # nothing kept: a clear error, not an empty success
     rows = read_jsonl(tmp_path / "episodes.jsonl")
     assert rows[0]["status"] == "failed" and "5 steps" in rows[0]["reason"]
@@ -98,6 +100,9 @@ def test_failed_experts_are_discarded_and_counted(tmp_path: Path) -> None:
     (["--tasks", "no-such-task-v3"], "unknown Meta-World task"),
     (["--camera", "nowhere"], "not in this scene"),
     (["--resolution", "big"], "expected WxH"),
+    (["--tasks", "pick-place-v3", "--held-out-tasks", "pick-place-v3"], "also training tasks"),
+    (["--held-out-tasks", "no-such-task-v3"], "unknown Meta-World task"),
+    (["--held-out-tasks", "assembly-v3", "--test-episodes", "0"], "test_episodes >= 1"),
 ])
 def test_bad_input_is_a_clear_error(tmp_path: Path, capsys, argv: list[str], message: str) -> None:
     code = main(["synth", "robot", "--out", str(tmp_path), "--episodes", "1", *argv])
@@ -110,3 +115,50 @@ def test_cli_default_tasks_match_library() -> None:
     from embodied_r.sim.robot.tasks import DEFAULT_TASKS
 
     assert _DEFAULT_TASKS == DEFAULT_TASKS
+
+
+def _rows(folder: Path, name: str) -> list[dict]:
+    return read_jsonl(folder / name)
+
+
+def test_splits_hold_out_episodes_and_tasks(robot_dataset: Path, robot_tasks: tuple[str, ...],
+                                            robot_held_out: str) -> None:
+    episodes = {r["key"]: r for r in read_jsonl(robot_dataset / "episodes.jsonl")}
+    seen: dict[str, set[tuple[str, int]]] = {}
+    for split, suffix in (("train", ""), ("test_in", "_test_in"), ("test_out", "_test_out")):
+        questions = [QARecord.from_dict(r) for r in _rows(robot_dataset, f"questions{suffix}.jsonl")]
+        assert questions, split
+        assert {q.meta["split"] for q in questions} == {split}
+        for name in ("prompts", "prompts_vl", "prompts_open"):
+            rows = _rows(robot_dataset, f"{name}{suffix}.jsonl")
+            assert rows and {r["meta"]["split"] for r in rows} == {split}
+        assert {q.meta["mw_task"] for q in questions} == ({robot_held_out} if split == "test_out" else set(robot_tasks))
+        seen[split] = {(q.meta["mw_task"], q.meta["episode"]) for q in questions}
+    # no episode (so no object placement) is in two splits, and held-out episodes have their own seeds
+    assert not (seen["train"] & seen["test_in"]) and not (seen["train"] & seen["test_out"])
+    train_seeds = {r["seed"] for r in episodes.values() if r["split"] == "train"}
+    assert not train_seeds & {r["seed"] for r in episodes.values() if r["split"] != "train"}
+    # the open-ended sets come from held-out episodes only, one file per split, none for training
+    assert not (robot_dataset / "bench.jsonl").exists()
+    for suffix, split in (("_test_in", "test_in"), ("_test_out", "test_out")):
+        bench = [QARecord.from_dict(r) for r in _rows(robot_dataset, f"bench{suffix}.jsonl")]
+        assert bench and {b.meta["split"] for b in bench} == {split}
+        assert {(b.meta["mw_task"], b.meta["episode"]) for b in bench} <= seen[split]
+    summary = json.loads((robot_dataset / "summary.json").read_text())
+    assert summary["held_out_tasks"] == [robot_held_out]
+    assert summary["splits"]["test_out"]["questions"] == len(_rows(robot_dataset, "questions_test_out.jsonl"))
+
+
+def test_relabelling_splits_needs_no_new_episode(robot_dataset: Path, robot_tasks: tuple[str, ...],
+                                                 tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(robot_dataset, copy)
+    before = (copy / "episodes.jsonl").read_text()
+    # the same episodes without the test splits: training files only, stale test files removed
+    assert main(["synth", "robot", "--out", str(copy), "--tasks", *robot_tasks, "--episodes", "2",
+                 "--test-episodes", "0", "--held-out-tasks", "--resolution", "96x80", "--seed", "3"]) == 0
+    assert (copy / "episodes.jsonl").read_text() == before
+    assert (copy / "prompts.jsonl").read_text() == (robot_dataset / "prompts.jsonl").read_text()
+    assert not list(copy.glob("*_test_*.jsonl"))

@@ -9,12 +9,13 @@ import pytest
 
 from embodied_r.io import read_jsonl
 from embodied_r.records import QARecord
-from embodied_r.sim.robot import bench, rewards
+from embodied_r.rewards import robot as robot_rewards
+from embodied_r.rewards.robot import open_l1
+from embodied_r.sim.robot import bench
 from embodied_r.sim.robot.bench import CATEGORIES, judge_messages, parse_judge_score, score_bench
-from embodied_r.sim.robot.rewards import open_l1_reward
 
 
-@pytest.mark.parametrize("module", [rewards, bench])
+@pytest.mark.parametrize("module", [robot_rewards, bench])
 def test_docstring_examples(module) -> None:
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
@@ -29,16 +30,16 @@ def test_l1_reward_values_and_contract() -> None:
         "[[B]]",
     ]
     answers = ["[0.1, 0.6, 0.2]"] * 4 + ["B"]
-    kinds = ["open"] * 4 + ["choice"]
-    out = open_l1_reward(completions, answer=answers, answer_type=kinds, prompt=None)
+    kinds = ["position"] * 4 + ["choice"]
+    out = open_l1(completions, answer=answers, answer_type=kinds, prompt=None)
     assert out[0] == 1.0 and out[1] == pytest.approx(0.8) and out[2] == 0.0 and out[3] == 0.0
     assert out[4] is None
     with pytest.raises(ValueError, match="not an \\[x, y, z\\]"):
-        open_l1_reward(["<answer>[1,2,3]</answer>"], answer=["B"])
+        open_l1(["<answer>[1,2,3]</answer>"], answer=["B"], answer_type=["position"])
 
 
 def test_bench_set_has_all_categories_with_references(robot_dataset: Path) -> None:
-    items = [QARecord.from_dict(r) for r in read_jsonl(robot_dataset / "bench.jsonl")]
+    items = [QARecord.from_dict(r) for r in read_jsonl(robot_dataset / "bench_test_in.jsonl")]
     assert {i.task for i in items} == set(CATEGORIES)
     for item in items:
         assert item.answer_type == "open" and item.answer.strip()
@@ -51,7 +52,7 @@ def test_bench_set_has_all_categories_with_references(robot_dataset: Path) -> No
 
 
 def test_score_bench_counts_unparsed_and_judge_failures(robot_dataset: Path) -> None:
-    items = [QARecord.from_dict(r) for r in read_jsonl(robot_dataset / "bench.jsonl")][:8]
+    items = [QARecord.from_dict(r) for r in read_jsonl(robot_dataset / "bench_test_in.jsonl")][:8]
     completions = {i.id: f"<think>x</think><answer>{i.answer}</answer>" for i in items}
     completions[items[0].id] = "no tags"                                # unparsed -> 0
     replies = iter(["Score: 3\nReason: same"] * 6 + ["I refuse"])        # last reply has no score

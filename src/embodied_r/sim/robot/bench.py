@@ -143,6 +143,9 @@ def answer_messages(record: QARecord, path: str = "image") -> list[dict[str, Any
     """Messages asking the evaluated model one bench question (image path or text path)."""
     from embodied_r.sim.robot.scene_text import scene_lines
 
+    if path not in ("image", "text"):
+        raise ValueError(f"bench prompt path must be 'image' or 'text', got {path!r}")
+
     lines = [f"Task: {record.meta['task_description']}"]
     if path == "text":
         lines += scene_lines(record.meta, with_offset=False)
@@ -249,12 +252,16 @@ def transformers_judge(model: Any, tokenizer: Any, max_new_tokens: int = 32) -> 
 
 def run_bench(bench_file: str | Path, engine_factory: Callable[[], Any], judge: Judge, out_dir: str | Path,
               model_name: str, limit: int | None = None, batch_size: int = 8,
-              max_new_tokens: int = 256, context: Any = None) -> dict[str, Any]:
-    """Answer the bench questions with a text reasoner (scene from simulator state, the text path) and
-    score the answers with ``judge``; writes ``answers.jsonl`` (appended per batch, so a rerun resumes)
-    and ``bench_metrics.json`` into ``out_dir``. The engine is built only when answers are missing."""
+              max_new_tokens: int = 256, context: Any = None, path: str = "text") -> dict[str, Any]:
+    """Answer the bench questions and score the answers with ``judge``; writes ``answers.jsonl``
+    (appended per batch, so a rerun resumes) and ``bench_metrics.json`` into ``out_dir``. ``path`` is
+    ``text`` (a text reasoner reads the scene written from simulator state) or ``image`` (a
+    vision-language engine sees the frame, ``meta["image"]``); answers of one path never resume a run of
+    the other. The engine is built only when answers are missing."""
     from embodied_r.io import JsonlAppender, atomic_write_json, read_jsonl
 
+    if path not in ("image", "text"):
+        raise ValueError(f"bench input must be 'image' or 'text', got {path!r}")
     records = [QARecord.from_dict(r) for r in read_jsonl(bench_file)][:limit]
     if not records:
         raise ValueError(f"{bench_file}: no bench questions")
@@ -266,13 +273,18 @@ def run_bench(bench_file: str | Path, engine_factory: Callable[[], Any], judge: 
     if others:
         raise ValueError(f"{out / 'answers.jsonl'} holds answers of {sorted(map(str, others))}, not {model_name}; "
                          "use another --out folder")
+    # Answers from before the input was recorded were all text-path answers.
+    other_inputs = {str(row.get("input", "text")) for row in done.values()} - {path}
+    if other_inputs:
+        raise ValueError(f"{out / 'answers.jsonl'} holds answers from the {min(other_inputs)} input, not "
+                         f"{path}; use another --out folder (or --input {min(other_inputs)} to resume it)")
     todo = [r for r in records if r.id not in done]
     if todo:
         engine = engine_factory()
-        conversations = [answer_messages(r, path="text") for r in todo]
+        conversations = [answer_messages(r, path=path) for r in todo]
 
         def persist(indices: list[int], texts: list[str]) -> None:
-            rows = [{"id": todo[i].id, "task": todo[i].task, "model": model_name, "completion": t}
+            rows = [{"id": todo[i].id, "task": todo[i].task, "model": model_name, "input": path, "completion": t}
                     for i, t in zip(indices, texts)]
             appender.extend(rows)
             done.update({row["id"]: row for row in rows})
@@ -282,7 +294,7 @@ def run_bench(bench_file: str | Path, engine_factory: Callable[[], Any], judge: 
                               on_batch=persist, **({"context": context} if context is not None else {}))
     completions = {r.id: done[r.id]["completion"] for r in records}
     scores = score_bench(records, completions, judge)
-    metrics = {"model": model_name, "data": str(bench_file), "n_questions": len(records),
+    metrics = {"model": model_name, "data": str(bench_file), "input": path, "n_questions": len(records),
                "answered_this_run": len(todo), "categories": scores}
     atomic_write_json(out / "bench_metrics.json", metrics)
     return metrics

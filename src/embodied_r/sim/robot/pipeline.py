@@ -2,13 +2,23 @@
 
 Output folder layout::
 
-    episodes.jsonl            one row per attempted episode (status "ok" or "failed"), appended as it ends
+    episodes.jsonl            one row per attempted episode (status "ok" or "failed", its split),
+                              appended as it ends
     episodes/<task>/epNNN.npz arrays of a kept episode (demos.Episode)
     images/<task>/epNNN_sSSSS.png   upright front-camera frames of the question steps
-    questions.jsonl           QARecords (waypoint, current_state, movement)
-    prompts.jsonl             text-path PromptRows; prompts_vl.jsonl image-path rows;
-    prompts_open.jsonl        open-ended waypoint rows (L1 reward); bench.jsonl open-ended judge set
-    summary.json              counts per task and question type
+    questions.jsonl           training QARecords (waypoint, current_state, movement)
+    prompts.jsonl             training text-path PromptRows; prompts_vl.jsonl image-path rows;
+    prompts_open.jsonl        training open-ended waypoint rows (position answers, L1 reward)
+    *_test_in.jsonl           the same files for held-out episodes of the training tasks
+    *_test_out.jsonl          the same files for the held-out tasks (never trained on)
+    bench_test_in.jsonl, bench_test_out.jsonl   open-ended judge sets, from held-out episodes only
+    summary.json              counts per split, task and question type
+
+Splits follow Robot-R1-Bench's seen/unseen tasks: a training task's first ``episodes`` episodes are
+for training and the next ``test_episodes`` (other seeds, so other object placements) are the
+in-distribution test; every episode of a ``held_out_tasks`` task is out-of-distribution. Every
+question records its split in ``meta["split"]``. The bench sets come from test episodes only, so a
+bench reference never repeats a training question's option.
 
 Stage 1 (episodes) appends one row per finished episode, so a killed run resumes where it stopped.
 Stage 2 rebuilds every question file from the kept episodes in one go (cheap), written atomically.
@@ -28,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from embodied_r.io import JsonlAppender, atomic_write_json, read_jsonl, write_jsonl
+from embodied_r.records import QARecord
 from embodied_r.sim.robot.camera import FRONT, UprightRenderer
 from embodied_r.sim.robot.demos import (
     Episode, episode_key, episode_seed, make_env, render_frames, restore_state, run_expert, scene_facts,
@@ -54,9 +65,40 @@ class SynthConfig:
     near_distractors: int = 1
     bench_frames: int = 2
     keypoint_rule: str = "arm+phase"
+    test_episodes: int = 0
+    held_out_tasks: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        overlap = sorted(set(self.tasks) & set(self.held_out_tasks))
+        if overlap:
+            raise ValueError(f"held-out tasks {overlap} are also training tasks; a held-out task must never "
+                             f"be trained on, so remove it from one of the two lists")
+        if self.episodes < 0 or self.test_episodes < 0:
+            raise ValueError("episodes and test_episodes must not be negative")
+        if self.held_out_tasks and self.test_episodes < 1:
+            raise ValueError("held-out tasks need test_episodes >= 1 (the episodes recorded per held-out task)")
+
+    def episode_plan(self) -> list[tuple[str, int, str]]:
+        """Every ``(task, episode index, split)`` this configuration asks for, in run order."""
+        plan = [(task, i, "train") for task in self.tasks for i in range(self.episodes)]
+        plan += [(task, self.episodes + i, "test_in") for task in self.tasks for i in range(self.test_episodes)]
+        plan += [(task, i, "test_out") for task in self.held_out_tasks for i in range(self.test_episodes)]
+        return plan
 
 
 KEYPOINT_RULES = ("arm", "arm+phase")
+SPLITS = ("train", "test_in", "test_out")
+
+
+def split_file(name: str, split: str) -> str:
+    """``prompts.jsonl`` for training, ``prompts_test_in.jsonl`` / ``prompts_test_out.jsonl`` for the tests.
+
+    >>> split_file("prompts_vl", "train"), split_file("bench", "test_out")
+    ('prompts_vl.jsonl', 'bench_test_out.jsonl')
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    return f"{name}.jsonl" if split == "train" else f"{name}_{split}.jsonl"
 
 
 def episode_keypoints(episode: Episode, rule: str) -> list[int]:
@@ -80,20 +122,22 @@ def generate_episodes(cfg: SynthConfig, on_episode: Callable[[dict[str, Any]], N
                       ) -> list[dict[str, Any]]:
     """Stage 1: run the experts and render question frames; returns all rows of episodes.jsonl."""
     out = Path(cfg.out)
-    specs = [get_task_spec(task) for task in cfg.tasks]  # fail fast on a bad name, before any work
+    for task in [*cfg.tasks, *cfg.held_out_tasks]:
+        get_task_spec(task)  # fail fast on a bad name, before any work
     if cfg.keypoint_rule not in KEYPOINT_RULES:
         raise ValueError(f"keypoint rule must be one of {KEYPOINT_RULES}, got {cfg.keypoint_rule!r}")
     appender = JsonlAppender(out / "episodes.jsonl")
     done = appender.done_keys("key")
-    for spec in specs:
-        todo = [i for i in range(cfg.episodes) if episode_key(spec.name, i) not in done]
-        if not todo:
-            continue
-        env, policy, _ = make_env(spec.name)
+    by_task: dict[str, list[tuple[int, str]]] = {}
+    for task, index, split in cfg.episode_plan():
+        if episode_key(task, index) not in done:
+            by_task.setdefault(task, []).append((index, split))
+    for task, todo in by_task.items():
+        env, policy, _ = make_env(task)
         renderer = UprightRenderer(env.model, cfg.camera, cfg.width, cfg.height)
         try:
-            for index in todo:
-                row = _one_episode(cfg, env, policy, renderer, spec.name, index)
+            for index, split in todo:
+                row = {**_one_episode(cfg, env, policy, renderer, task, index), "split": split}
                 appender.append(row)
                 if on_episode is not None:
                     on_episode(row)
@@ -133,18 +177,22 @@ def _one_episode(cfg: SynthConfig, env: Any, policy: Any, renderer: UprightRende
             "images": images, "scene": facts, "seconds": round(time.perf_counter() - started, 3)}
 
 
-def build_datasets(out: str | os.PathLike[str], seed: int = 0, near_distractors: int = 1,
-                   bench_frames: int = 2) -> dict[str, Any]:
-    """Stage 2: questions, prompt files and the open-ended bench set from the kept episodes."""
+def build_datasets(cfg: SynthConfig) -> dict[str, Any]:
+    """Stage 2: questions, prompt files and the open-ended bench sets of every split, from the kept
+    episodes that ``cfg`` asks for (the split of an episode is recomputed from ``cfg``, so changing
+    ``--test-episodes`` or ``--held-out-tasks`` and rerunning relabels without re-simulating)."""
     from embodied_r.sim.robot.bench import bench_items
     from embodied_r.sim.robot.questions import episode_questions
-    from embodied_r.sim.robot.scene_text import open_prompt_row, text_prompt_row, vl_prompt_row
 
-    out = Path(out)
+    out = Path(cfg.out)
     rows = read_jsonl(out / "episodes.jsonl")
-    kept = [r for r in rows if r.get("status") == "ok"]
-    questions, bench = [], []
+    plan = {episode_key(task, index): split for task, index, split in cfg.episode_plan()}
+    planned = [r for r in rows if r["key"] in plan]
+    kept = [r for r in planned if r.get("status") == "ok"]
+    questions: dict[str, list[QARecord]] = {split: [] for split in SPLITS}
+    bench: dict[str, list[QARecord]] = {split: [] for split in SPLITS}
     for row in kept:
+        split = plan[row["key"]]
         episode = Episode.load(out / row["file"])
         keypoints = episode_keypoints(episode, row["keypoint_rule"])
         if keypoints != row["keypoints"]:
@@ -152,26 +200,65 @@ def build_datasets(out: str | os.PathLike[str], seed: int = 0, near_distractors:
                              f"{row['keypoints']}; the episode file was changed, regenerate it")
         spec = get_task_spec(row["task"])
         images = {int(k): v for k, v in row["images"].items()}
-        rng = np.random.default_rng([seed, row["seed"]])
-        questions += episode_questions(episode, keypoints, row["question_steps"], images, row["scene"],
-                                       spec, row["file"], rng, n_near=near_distractors)
-        bench += bench_items(episode, keypoints, row["question_steps"][:bench_frames], images,
-                             row["scene"], spec, rng)
-    write_jsonl(out / "questions.jsonl", (q.to_dict() for q in questions))
-    write_jsonl(out / "prompts.jsonl", (text_prompt_row(q).to_dict() for q in questions))
-    write_jsonl(out / "prompts_vl.jsonl", (vl_prompt_row(q).to_dict() for q in questions))
-    open_rows = [r for r in (open_prompt_row(q) for q in questions) if r is not None]
-    write_jsonl(out / "prompts_open.jsonl", (r.to_dict() for r in open_rows))
-    write_jsonl(out / "bench.jsonl", (b.to_dict() for b in bench))
+        rng = np.random.default_rng([cfg.seed, row["seed"]])
+        new = episode_questions(episode, keypoints, row["question_steps"], images, row["scene"],
+                                spec, row["file"], rng, n_near=cfg.near_distractors)
+        if split != "train":
+            # Open-ended bench items only from held-out episodes: a training question's correct option
+            # must never reappear as a bench reference.
+            new_bench = bench_items(episode, keypoints, row["question_steps"][:cfg.bench_frames], images,
+                                    row["scene"], spec, rng)
+            bench[split] += [_with_split(b, split) for b in new_bench]
+        questions[split] += [_with_split(q, split) for q in new]
+    counts = {split: _write_split(out, split, questions[split], bench[split]) for split in SPLITS}
     summary = {
-        "episodes_attempted": len(rows),
+        "episodes_attempted": len(planned),
         "episodes_kept": len(kept),
-        "episodes_discarded": len(rows) - len(kept),
-        "discarded_by_task": dict(Counter(r["task"] for r in rows if r.get("status") != "ok")),
+        "episodes_discarded": len(planned) - len(kept),
+        "episodes_not_in_this_run": len(rows) - len(planned),
+        "discarded_by_task": dict(Counter(r["task"] for r in planned if r.get("status") != "ok")),
         "kept_by_task": dict(Counter(r["task"] for r in kept)),
-        "questions_by_type": dict(Counter(q.task for q in questions)),
-        "bench_by_category": dict(Counter(b.task for b in bench)),
-        "open_ended_rows": len(open_rows),
+        "kept_by_split": dict(Counter(plan[r["key"]] for r in kept)),
+        "training_tasks": list(cfg.tasks),
+        "held_out_tasks": list(cfg.held_out_tasks),
+        "splits": counts,
+        "questions_by_type": dict(Counter(q.task for q in questions["train"])),
+        "open_ended_rows": counts["train"]["open_ended_rows"],
     }
     atomic_write_json(out / "summary.json", summary)
     return summary
+
+
+def _with_split(record: QARecord, split: str) -> QARecord:
+    record.meta["split"] = split
+    return record
+
+
+def _write_split(out: Path, split: str, questions: list[QARecord], bench: list[QARecord]) -> dict[str, Any]:
+    """Write one split's files (atomically each); a split with no question writes none and removes
+    stale files of an earlier run, so no file describes episodes this run does not ask for."""
+    from embodied_r.sim.robot.scene_text import open_prompt_row, text_prompt_row, vl_prompt_row
+
+    open_rows = [r for r in (open_prompt_row(q) for q in questions) if r is not None]
+    files: dict[str, list[dict[str, Any]]] = {
+        "questions": [q.to_dict() for q in questions],
+        "prompts": [_row_with_split(text_prompt_row(q), split) for q in questions],
+        "prompts_vl": [_row_with_split(vl_prompt_row(q), split) for q in questions],
+        "prompts_open": [_row_with_split(r, split) for r in open_rows],
+    }
+    if split != "train":
+        files["bench"] = [b.to_dict() for b in bench]
+    for name, records in files.items():
+        path = out / split_file(name, split)
+        if records or split == "train":
+            write_jsonl(path, records)
+        elif path.exists():
+            path.unlink()
+    return {"questions": len(questions), "questions_by_type": dict(Counter(q.task for q in questions)),
+            "open_ended_rows": len(open_rows), "bench_items": len(bench),
+            "bench_by_category": dict(Counter(b.task for b in bench))}
+
+
+def _row_with_split(row: Any, split: str) -> dict[str, Any]:
+    row.meta["split"] = split
+    return row.to_dict()

@@ -133,7 +133,7 @@ def open_prompt_row(record: QARecord) -> PromptRow | None:
     messages = [{"role": "system", "content": SYSTEM_OPEN},
                 {"role": "user", "content": user_text(record, "text", open_ended=True)}]
     return PromptRow(id=record.id.replace("/waypoint", "/waypoint_open"), task="waypoint_open",
-                     prompt=messages, answer=_xyz(record.meta["target_xyz"]), answer_type="open",
+                     prompt=messages, answer=_xyz(record.meta["target_xyz"]), answer_type="position",
                      options=None, meta={"prompt_version": PROMPT_VERSION, "path": "text",
                                          "image": record.meta["image"]})
 
