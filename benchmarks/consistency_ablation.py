@@ -123,7 +123,8 @@ def main() -> int:
         result["arms"][arm] = row
         print(f"  {arm:12s} accuracy {format_interval(row['accuracy'], row['accuracy_ci95'])}; consistent "
               f"(all choice answers) {format_interval(row['consistency_rate_all'], row['consistency_rate_all_ci95'])}; "
-              f"(of {len(judged)} judged) {format_interval(row['consistency_rate_judged'], row['consistency_rate_judged_ci95'])}")
+              f"(of {len(judged)} judged) "
+              f"{format_interval(row['consistency_rate_judged'], row['consistency_rate_judged_ci95'])}")
     baselines = metrics["accuracy"].get("baselines") or {}
     result["baselines"] = {name: b["overall"]["micro"] for name, b in baselines.items() if b.get("overall")}
     print("  baselines (choice questions): " + ", ".join(

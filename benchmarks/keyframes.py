@@ -34,15 +34,16 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # official_keyframes beside this file
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the synthetic test videos
 
 from official_keyframes import official_keyframes  # noqa: E402
+from synthetic_video import Shot, render_shots, textured_world, write_video  # noqa: E402
 
 from embodied_r.cli.common import print_table  # noqa: E402
 from embodied_r.video import _pyav_backend  # noqa: E402
 from embodied_r.video.batch import output_path  # noqa: E402
 from embodied_r.video.decode import probe, sample_frames  # noqa: E402
 from embodied_r.video.keyframes import extract_keyframes  # noqa: E402
-from embodied_r.video.synthetic import Shot, render_shots, textured_world, write_video  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------------
 # Test videos

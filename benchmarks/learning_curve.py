@@ -226,9 +226,10 @@ def summarise(args: argparse.Namespace) -> dict[str, Any]:
     arm_settings = {arm: yaml.safe_load((args.out / f"grpo-{arm}" / "recipe.yaml").read_text()) for arm in arms}
     return {"held_out_questions": len(warmup), "holdout_task": args.holdout_task, "warmup": rows[0],
             "grpo": {arm: sorted(curve, key=lambda r: r["step"]) for arm, curve in arms.items()},
-            "grpo_settings": {arm: {k: s.get(k) for k in ("learning_rate", "num_generations", "per_device_train_batch_size",
-                                                          "max_steps", "lora", "rewards", "reward_weights",
-                                                          "max_completion_length", "temperature")}
+            "grpo_settings": {arm: {k: s.get(k) for k in ("learning_rate", "num_generations",
+                                                          "per_device_train_batch_size", "max_steps", "lora",
+                                                          "rewards", "reward_weights", "max_completion_length",
+                                                          "temperature")}
                               for arm, s in arm_settings.items()},
             "sft": sft[0] if sft else None, "baselines": baselines, "stages": read_json(args.out / "state.json")}
 
@@ -292,7 +293,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
             draw(axis, [result["sft"]], key, marker="D", ms=5, color="C3", linestyle="none", label="SFT (gold)")
         for name, style in (("random", ":"), ("prior", "--")):
             baseline = result["baselines"].get(name) or {}
-            value = baseline.get(key) if key in ("trained_tasks", "holdout_task") else baseline.get("tasks", {}).get(key)
+            value = (baseline.get(key) if key in ("trained_tasks", "holdout_task")
+                     else baseline.get("tasks", {}).get(key))
             if value is not None:
                 axis.axhline(100 * value, color="grey", linestyle=style, linewidth=1, label=f"{name} baseline")
         axis.set_ylim(-5, 105)

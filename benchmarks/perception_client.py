@@ -1,6 +1,6 @@
 """Perception client throughput against a loopback OpenAI-compatible server with fixed capacity.
 
-The server (``embodied_r.perception.fake_server``, in its own process so that its CPU use does not
+The server (``tests/fake_vlm_server.py``, in its own process so that its CPU use does not
 slow the client being measured) serves at most ``--slots`` requests at a time, each
 taking ``--latency`` seconds, so its capacity is exactly slots / latency requests per second. Two
 clients send the same kind of request (``--images`` JPEG frames of ``--size`` plus a perception
@@ -42,11 +42,12 @@ from embodied_r.perception.prompts import build_frame_prompts  # noqa: E402
 
 
 class ServerProcess:
-    """``python -m embodied_r.perception.fake_server`` in a child process."""
+    """``python tests/fake_vlm_server.py`` in a child process."""
 
     def __init__(self, latency: float, slots: int) -> None:
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-        self.process = subprocess.Popen([sys.executable, "-m", "embodied_r.perception.fake_server", "--latency",
+        server = Path(__file__).resolve().parents[1] / "tests" / "fake_vlm_server.py"
+        self.process = subprocess.Popen([sys.executable, str(server), "--latency",
                                          str(latency), "--slots", str(slots)], stdout=subprocess.PIPE, text=True,
                                         env=env)
         line = self.process.stdout.readline() if self.process.stdout else ""

@@ -70,7 +70,8 @@ def run_child(args: argparse.Namespace, budget: int, grads: Path) -> dict[str, A
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         if "can't allocate memory" in done.stderr or "MemoryError" in done.stderr:
-            return {"budget": budget or None, "failed": f"out of memory under the {args.cap_gib:g} GiB address-space cap"}
+            return {"budget": budget or None,
+                    "failed": f"out of memory under the {args.cap_gib:g} GiB address-space cap"}
         raise SystemExit(f"update with budget {budget or 'none'} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -201,8 +201,8 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
                "--baselines", "random,prior,direct", "--judge", model, "--no-report"],
               [str(out / "eval_after")]),
         Stage("report", "write the before/after report (HTML + PNG plots)",
-              ["report", str(out / "eval_before"), str(out / "eval_warmup"), str(out / "eval_after"), str(out / "train"),
-               "--out", str(out / "report")], [str(out / "report" / "report.html")]),
+              ["report", str(out / "eval_before"), str(out / "eval_warmup"), str(out / "eval_after"),
+               str(out / "train"), "--out", str(out / "report")], [str(out / "report" / "report.html")]),
     ]
 
 

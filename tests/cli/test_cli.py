@@ -33,11 +33,11 @@ def test_every_subcommand_help_is_instant() -> None:
     commands = sorted(parser._subparsers._group_actions[0].choices)  # noqa: SLF001 - argparse has no public API
     code = (
         "import sys, time; t=time.perf_counter(); from embodied_r.cli.main import main\n"
-        "for c in %r:\n"
+        f"for c in {commands!r}:\n"
         "    try: main([c, '--help'])\n"
         "    except SystemExit: pass\n"
         "assert 'torch' not in sys.modules, 'torch imported by --help'\n"
-        "print(time.perf_counter()-t)" % commands
+        "print(time.perf_counter()-t)"
     )
     started = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

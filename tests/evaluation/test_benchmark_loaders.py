@@ -172,7 +172,8 @@ def test_mvbench_reference_leaves_empty_predictions_out() -> None:
 
 def test_egoschema_subset(tmp_path: Path) -> None:
     def question(uid: str) -> dict:
-        return {"q_uid": uid, "question": f"What does c do in {uid}?", **{f"option {i}": f"thing {i}" for i in range(5)}}
+        return {"q_uid": uid, "question": f"What does c do in {uid}?",
+                **{f"option {i}": f"thing {i}" for i in range(5)}}
 
     (tmp_path / "questions.json").write_text(json.dumps([question("u1"), question("u2"), question("u3"),
                                                           {"q_uid": "u4", "question": "no options"}]))

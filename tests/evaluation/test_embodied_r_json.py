@@ -20,8 +20,8 @@ def test_real_urbanvideo_prompts_load_with_options() -> None:
     rows, report = load_embodied_r_json(shared_data("embodied_r_processed/urban_original_test.json"))
     assert len(rows) + len(report.skipped) == 14
     assert len(rows) == 14  # includes "Choice:" headers with the first option on the same line
-    items = {str(x["Question_id"]): x for x in json.loads(Path(shared_data("embodied_r_processed/urban_original_test.json"))
-                                                        .read_text())}
+    items = {str(x["Question_id"]): x
+             for x in json.loads(Path(shared_data("embodied_r_processed/urban_original_test.json")).read_text())}
     for row in rows:
         # Sent as the official batch inference sends it: its system prompt and the file's text, byte for byte.
         assert row.prompt[0]["content"] == OFFICIAL_EXACT_SYSTEM_PROMPT
@@ -33,7 +33,8 @@ def test_real_urbanvideo_prompts_load_with_options() -> None:
 
 
 def test_the_cleaned_variant_keeps_its_system_prompt() -> None:
-    rows, _ = load_embodied_r_json(shared_data("embodied_r_processed/urban_original_test.json"), prompt_version="official-v1")
+    rows, _ = load_embodied_r_json(shared_data("embodied_r_processed/urban_original_test.json"),
+                                   prompt_version="official-v1")
     assert rows[0].prompt[0]["content"] == OFFICIAL_SYSTEM_PROMPT != OFFICIAL_EXACT_SYSTEM_PROMPT
     assert OFFICIAL_EXACT_SYSTEM_PROMPT == OFFICIAL_SYSTEM_PROMPT.replace("</think>\n", "</think> \n")
 

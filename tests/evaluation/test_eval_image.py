@@ -127,7 +127,7 @@ def test_image_rows_with_a_text_only_model_fail_before_generation(image_rows: Pa
 
 
 def test_eval_image_rows_through_an_endpoint_sends_data_urls(image_rows: Path, tmp_path: Path) -> None:
-    from embodied_r.perception.fake_server import FakeVLMServer
+    from fake_vlm_server import FakeVLMServer
 
     bodies: list[dict] = []
 
@@ -154,7 +154,7 @@ def test_eval_image_rows_through_an_endpoint_sends_data_urls(image_rows: Path, t
 
 
 def test_endpoint_failures_keep_the_other_answers(image_rows: Path, tmp_path: Path, capsys) -> None:
-    from embodied_r.perception.fake_server import FakeVLMServer, Fault
+    from fake_vlm_server import FakeVLMServer, Fault
 
     failing: set[str] = set()
 

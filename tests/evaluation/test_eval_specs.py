@@ -134,7 +134,8 @@ def test_vllm_engine_plumbing_with_a_stand_in_module(monkeypatch: pytest.MonkeyP
 
         def generate(self, texts, params, use_tqdm=False):
             self.calls.append((list(texts), params))
-            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f"<answer>{len(t)}</answer>")]) for t in texts]
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f"<answer>{len(t)}</answer>")])
+                    for t in texts]
 
     fake = types.ModuleType("vllm")
     fake.LLM = FakeLLM
@@ -157,8 +158,9 @@ def test_engine_choice_errors_are_clear(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_vlm_only_baseline_through_the_perception_backend(tmp_path: Path) -> None:
+    from fake_vlm_server import FakeVLMServer
+
     from embodied_r.evaluation.analysis import vlm_only_baseline
-    from embodied_r.perception.fake_server import FakeVLMServer
     from embodied_r.records import PromptRow
 
     video, keyframes = _video_with_keyframes(tmp_path)
@@ -203,13 +205,14 @@ def _video_with_keyframes(tmp_path: Path) -> tuple[Path, Path]:
     keyframes = tmp_path / "kf"
     keyframes.mkdir()
     kfs = KeyframeSet(video=str(video), sample_fps=1.0, width=64, height=48,
-                      frames=[{"index": 0, "timestamp": 0.0, "overlap": None}, {"index": 1, "timestamp": 1.0, "overlap": 0.2}])
+                      frames=[{"index": 0, "timestamp": 0.0, "overlap": None},
+                              {"index": 1, "timestamp": 1.0, "overlap": 0.2}])
     (keyframes / "clip.keyframes.json").write_text(json.dumps(kfs.to_dict()))
     return video, keyframes
 
 
 def test_perception_backend_runs_inside_eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from embodied_r.perception.fake_server import FakeVLMServer
+    from fake_vlm_server import FakeVLMServer
 
     _, keyframes = _video_with_keyframes(tmp_path)
     records = [QARecord(id=f"p{i}", source="synthetic_world", task="dir", video="clip.mp4" if i < 2 else "gone.mp4",

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from embodied_r.evaluation import generation
 from embodied_r.core.chat import render_chat
+from embodied_r.evaluation import generation
 from embodied_r.evaluation.generation import generate_batch
 from embodied_r.reasoning.prompts import build_reasoner_messages
 
@@ -12,7 +12,8 @@ def test_shared_prefix_generation_matches_the_plain_path(tiny_lm_dir: Path, monk
     from embodied_r.reasoning.models import load_reasoner
 
     model, tokenizer = load_reasoner(str(tiny_lm_dir), dtype="float32")
-    frames = [[{"delta": f"A {o} ahead."}, {"action": "turn left", "delta": "A door."}] for o in ("sofa", "red chair", "tv")]
+    frames = [[{"delta": f"A {o} ahead."}, {"action": "turn left", "delta": "A door."}]
+              for o in ("sofa", "red chair", "tv")]
     texts = [render_chat(tokenizer, build_reasoner_messages(f, f"Where is object {i}?", ["A. left", "B. right"]))
              for i, f in enumerate(frames)]
     calls: list[dict] = []

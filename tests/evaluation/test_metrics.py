@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from embodied_r.evaluation.metrics import mean_relative_accuracy, score_answer, task_table
+from embodied_r.core.scoring import mean_relative_accuracy, score_answer
+from embodied_r.evaluation.metrics import task_table
 
 
 @pytest.mark.parametrize("pred,target,expected", [
@@ -41,7 +42,8 @@ def test_mra_equals_the_reference_on_a_dense_grid() -> None:
         for theta in np.linspace(0.5, 0.95, 10):
             for sign in (1, -1):
                 edge = t + sign * t * (1 - theta)
-                pairs += [(float(np.nextafter(edge, -np.inf)), t), (float(edge), t), (float(np.nextafter(edge, np.inf)), t)]
+                pairs += [(float(np.nextafter(edge, -np.inf)), t), (float(edge), t),
+                          (float(np.nextafter(edge, np.inf)), t)]
     differing = [(p, t) for p, t in pairs if mean_relative_accuracy(p, t) != reference_mra(p, t)]
     assert len(pairs) > 2000 and differing == []
     assert mean_relative_accuracy(8.0, 10.0) == 0.6  # the reference's value (a tolerance would give 0.7)

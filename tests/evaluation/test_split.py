@@ -5,7 +5,10 @@ from shared_paths import shared_data
 
 from embodied_r.evaluation.benchmarks.urbanvideo import load_urbanvideo
 from embodied_r.evaluation.split import (
-    embodied_r_selection, kfold_by_scene, scene_key, split_by_scene,
+    embodied_r_selection,
+    kfold_by_scene,
+    scene_key,
+    split_by_scene,
 )
 from embodied_r.records import QARecord
 
@@ -46,7 +49,8 @@ def test_split_is_seeded_and_independent_of_row_order() -> None:
     records = _records()
     first = split_by_scene(records, seed=3)
     again = split_by_scene(list(reversed(records)), seed=3)
-    assert {k: sorted(r.id for r in v) for k, v in first.items()} == {k: sorted(r.id for r in v) for k, v in again.items()}
+    assert ({k: sorted(r.id for r in v) for k, v in first.items()}
+            == {k: sorted(r.id for r in v) for k, v in again.items()})
     other = split_by_scene(records, seed=4)
     assert {r.id for r in other["test"]} != {r.id for r in first["test"]}
     with pytest.raises(ValueError, match="sum"):

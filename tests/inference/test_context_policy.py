@@ -92,7 +92,8 @@ def test_truncate_left_with_a_real_tokenizer_stays_within_the_limit() -> None:
     whole = len(tokenizer(render_chat(tokenizer, messages), add_special_tokens=False)["input_ids"])
     fit = fit_chat(tokenizer, messages, whole - 100, rule="truncate-left")
     assert fit.action == "truncated-left" and whole - 110 <= fit.kept_tokens <= whole - 100
-    assert fit.kept_tokens == len(tokenizer(render_chat(tokenizer, fit.messages), add_special_tokens=False)["input_ids"])
+    assert fit.kept_tokens == len(
+        tokenizer(render_chat(tokenizer, fit.messages), add_special_tokens=False)["input_ids"])
 
 
 def test_token_rule_keeps_the_last_tokens_of_the_whole_rendered_prompt() -> None:

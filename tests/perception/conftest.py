@@ -47,7 +47,7 @@ def make_dataset(root: Path, videos: int = 2, per_video: int = 3) -> PerceptionD
         write_video(video, seed=v)
         frames = [{"index": i, "timestamp": t, "overlap": None if i == 0 else 0.4} for i, t in enumerate(timestamps)]
         kfs = KeyframeSet(video=str(video), sample_fps=1.0, frames=frames, width=64, height=48)
-        (root / "kf" / "clip{}.keyframes.json".format(v)).write_text(json.dumps(kfs.to_dict()))
+        (root / "kf" / f"clip{v}.keyframes.json").write_text(json.dumps(kfs.to_dict()))
         for q in range(per_video):
             questions.append(QARecord(
                 id=f"v{v}q{q}", source="test", task="object_rel_direction", video=f"videos/clip{v}.mp4",

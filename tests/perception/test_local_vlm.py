@@ -22,8 +22,13 @@ def tiny_qwen25_vl():
     """A 2-layer Qwen2.5-VL (hidden 64, 2-block vision tower) and a character-level processor."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import (PreTrainedTokenizerFast, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration,
-                              Qwen2_5_VLProcessor, Qwen2VLImageProcessorPil)
+    from transformers import (
+        PreTrainedTokenizerFast,
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessorPil,
+    )
 
     vocab = {t: i for i, t in enumerate(SPECIAL + [chr(c) for c in range(32, 127)] + ["\n", "Δ"])}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|endoftext|>"))

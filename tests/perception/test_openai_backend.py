@@ -8,9 +8,9 @@ import time
 
 import numpy as np
 import pytest
+from fake_vlm_server import FakeVLMServer, Fault, first_attempt_faults
 
 from embodied_r.perception.backends import FrameRequest, FrameResult
-from embodied_r.perception.fake_server import Fault, FakeVLMServer, first_attempt_faults
 from embodied_r.perception.openai_client import OpenAIBackend
 
 SECRET = "sk-test-do-not-leak-0123456789"
@@ -76,7 +76,7 @@ def test_client_errors_are_not_retried_and_persistent_errors_give_up():
     with FakeVLMServer(faults=plan, reply=reply_spy) as server:
         requests = make_requests(2)
         # Map fingerprints to prompts through the server's own hashing of the payload.
-        from embodied_r.perception.fake_server import request_fingerprint
+        from fake_vlm_server import request_fingerprint
 
         backend = backend_for(server, max_retries=2)
         for request in requests:

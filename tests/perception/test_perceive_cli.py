@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import pytest
+from fake_vlm_server import FakeVLMServer
 
 from embodied_r.cli.main import main
 from embodied_r.evaluation.inputs import load_prompt_rows_jsonl
 from embodied_r.io import read_jsonl
-from embodied_r.perception.fake_server import FakeVLMServer
 from embodied_r.reasoning.prompts import OFFICIAL_SYSTEM_PROMPT
 
 SECRET = "sk-cli-secret-should-never-be-written"
@@ -70,7 +70,7 @@ def test_user_errors_exit_2_with_a_message(dataset, tmp_path, capsys):
 
 
 def test_failed_requests_give_exit_1_and_are_listed(dataset, tmp_path, capsys):
-    from embodied_r.perception.fake_server import Fault
+    from fake_vlm_server import Fault
 
     with FakeVLMServer(faults=lambda fingerprint, attempt: Fault("status", 400)) as server:
         code = main(["perceive", "--qa", str(dataset.qa), "--keyframes", str(dataset.keyframes), "--backend",
@@ -139,7 +139,7 @@ def test_build_prompts_refuses_answers_outside_the_options_and_empty_inputs(data
 
 
 def test_a_vlm_that_repeats_itself_is_flagged_by_perceive_and_build_prompts(dataset, tmp_path, capsys):
-    from embodied_r.perception.fake_server import Fault
+    from fake_vlm_server import Fault
 
     perception, rows_path = tmp_path / "perception.jsonl", tmp_path / "rows.jsonl"
     looping: set[str] = set()
@@ -161,7 +161,7 @@ def test_a_vlm_that_repeats_itself_is_flagged_by_perceive_and_build_prompts(data
     assert main(["build-prompts", "--qa", str(dataset.qa), "--perception", str(perception),
                  "--out", str(rows_path)]) == 0
     out = capsys.readouterr().out
-    assert f"1 row(s) hold a frame description that ran away" in out and flagged[0]["qa_id"] in out
+    assert "1 row(s) hold a frame description that ran away" in out and flagged[0]["qa_id"] in out
     rows, _ = load_prompt_rows_jsonl(rows_path)
     assert [r.id for r in rows if r.meta["perception"]["runaway"]] == [flagged[0]["qa_id"]]
 

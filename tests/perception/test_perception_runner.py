@@ -11,11 +11,11 @@ import sys
 import time
 from pathlib import Path
 
+from fake_vlm_server import FakeVLMServer
 
 from embodied_r.io import read_jsonl
 from embodied_r.perception.backends import FrameRequest, FrameResult
 from embodied_r.perception.cache import PerceptionCache
-from embodied_r.perception.fake_server import FakeVLMServer
 from embodied_r.perception.runner import perceive
 from embodied_r.records import Perception
 

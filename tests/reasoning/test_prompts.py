@@ -52,7 +52,8 @@ def test_official_system_prompt_keeps_the_interface() -> None:
 
 def test_structured_variant_keeps_question_related_text_apart() -> None:
     line = frame_line(1, FRAMES[1], structured=True)
-    assert line == "Frame 1: After rotate right, Observe: New: A grey door ahead-right. Related to the question: The chair is near the door."
+    assert line == ("Frame 1: After rotate right, Observe: New: A grey door ahead-right. "
+                    "Related to the question: The chair is near the door.")
     assert "User: ." not in get_template("structured-v1").system
 
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from embodied_r.core.chat import completion_text
 from embodied_r.rewards import get_reward
 from embodied_r.rewards.format import format_reward, format_steps, soft_format_reward
-from embodied_r.core.chat import completion_text
 from embodied_r.rewards.text import with_completion_prefix
 
 

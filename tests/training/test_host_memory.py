@@ -7,7 +7,6 @@ import sys
 
 import pytest
 
-
 # Allocates 7 freed 20 MiB blocks below a live one (so heap trimming cannot return them) after one 30 MiB
 # free has raised glibc's dynamic threshold; prints how much of the freed memory is still resident.
 SCRIPT = r"""

@@ -31,7 +31,8 @@ LOSSES = ["grpo", "dr_grpo", "bnpo", "dapo"]
 
 
 def sliced_and_whole(trainer: EmbodiedGRPOTrainer, inputs: dict[str, Any], shared: bool, budget: int,
-                     ) -> tuple[tuple[torch.Tensor, dict[str, torch.Tensor]], tuple[torch.Tensor, dict[str, torch.Tensor]],
+                     ) -> tuple[tuple[torch.Tensor, dict[str, torch.Tensor]],
+                                tuple[torch.Tensor, dict[str, torch.Tensor]],
                                 list[tuple[int, int]]]:
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1  # what Trainer sets at the start of each step

@@ -10,8 +10,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-
-from embodied_r.video.synthetic import Shot, render_shots, textured_world, write_video
+from synthetic_video import Shot, render_shots, textured_world, write_video
 
 WIDTH, HEIGHT, FPS = 320, 240, 10
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -11,9 +11,9 @@ from types import ModuleType
 import cv2
 import numpy as np
 import pytest
+from synthetic_video import Shot, render_shots, textured_world, write_video
 
 from embodied_r.video.decode import DecodeReport, VideoError, probe, read_frames_at, sample_frames
-from embodied_r.video.synthetic import Shot, render_shots, textured_world, write_video
 
 
 @pytest.fixture

@@ -174,7 +174,7 @@ def test_threads_do_not_change_the_key_frames(fixture: str, request: pytest.Fixt
 
 
 def test_featureless_frames_that_differ_are_new_views(tmp_path: Path) -> None:
-    from embodied_r.video.synthetic import write_video
+    from synthetic_video import write_video
 
     frames = [np.full((120, 160, 3), 30 if i < 20 else 220, np.uint8) for i in range(40)]
     path = write_video(tmp_path / "flash.mp4", iter(frames), 10)

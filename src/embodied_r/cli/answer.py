@@ -104,5 +104,6 @@ def run(args: argparse.Namespace) -> int:
               markup=False)
     shown = result.answer if result.answer is not None else "(no well-formed <answer>)"
     out.print(f"[bold]Answer:[/bold] {shown}")
-    print_table("time per stage (s)", ["stage", "seconds"], [[k.removesuffix("_s"), v] for k, v in result.timings.items()])
+    print_table("time per stage (s)", ["stage", "seconds"],
+                [[k.removesuffix("_s"), v] for k, v in result.timings.items()])
     return 0

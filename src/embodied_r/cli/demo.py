@@ -23,7 +23,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--out", default="runs/demo", help="output folder (default: %(default)s)")
     parser.add_argument("--minutes", type=float, default=15.0,
                         help="time budget that sizes the data and training on a 2-core CPU (default: 15)")
-    parser.add_argument("--model", default="smollm2-135m-instruct", help="reasoner to start from (default: %(default)s)")
+    parser.add_argument("--model", default="smollm2-135m-instruct",
+                        help="reasoner to start from (default: %(default)s)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes for rendering/key frames")
     parser.add_argument("--force", action="store_true", help="rerun every stage even if it finished before")
     return parser

@@ -206,7 +206,8 @@ def print_metrics(metrics: dict[str, Any]) -> None:
     reference = reference_rows(metrics)
     if reference:
         print_table("under the reference harness's names (lmms-eval), %",
-                    ["benchmark", "metric", "score %"], [[b, k, "–" if v is None else f"{v:.1f}"] for b, k, v in reference])
+                    ["benchmark", "metric", "score %"],
+                    [[b, k, "–" if v is None else f"{v:.1f}"] for b, k, v in reference])
         note = reference_note(metrics)
         if note:
             out.print(note, markup=False)

@@ -20,13 +20,22 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "against the reference built from the demonstration. Answers are appended to OUT/answers.jsonl "
         "(rerunning resumes); scores go to OUT/bench_metrics.json.",
     )
-    parser.add_argument("--data", required=True, metavar="FILE", help="bench.jsonl written by `embodied-r synth robot`")
+    parser.add_argument("--data", required=True, metavar="FILE",
+                        help="bench_test_in.jsonl or bench_test_out.jsonl written by `embodied-r synth robot`")
     parser.add_argument("--model", default="smollm2-135m-instruct",
                         help="answering model: built-in name, local folder or hub id (default: %(default)s)")
     parser.add_argument("--judge", required=True,
                         help="judge: an http(s):// OpenAI-compatible endpoint (with --judge-model), or a local "
                         "model name/path")
     parser.add_argument("--judge-model", default=None, help="model name served at the --judge endpoint")
+    parser.add_argument("--probe-items", type=int, default=24, metavar="N",
+                        help="bench items the judge's grading probe is built from (3 known-grade answers "
+                        "each at most; default %(default)s)")
+    parser.add_argument("--min-probe-agreement", type=float, default=0.75, metavar="F",
+                        help="share of probe answers of each kind the judge must grade in the expected band "
+                        "(default %(default)s)")
+    parser.add_argument("--allow-weak-judge", action="store_true",
+                        help="score with a judge that failed its probe (the scores are marked untrusted)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder")
     parser.add_argument("--input", default="text", choices=["image", "text"],
                         help="what the answering model reads: text (the scene written from simulator state, "
@@ -34,6 +43,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                         "http(s):// endpoint) (default: %(default)s)")
     add_generation_arguments(parser, "only the first N questions")
     return parser
+
+
+def _interval(ci: list[float] | None) -> str:
+    return "n/a" if ci is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
 def make_judge(args: argparse.Namespace) -> Any:
@@ -55,10 +68,13 @@ def run(args: argparse.Namespace) -> int:
 
     from embodied_r.cli.common import CLIError, check_generation_arguments, console, context_policy, print_table
     from embodied_r.sim.robot.bench import run_bench
+    from embodied_r.sim.robot.grading_probe import EXPECTED
 
     if not Path(args.data).is_file():
         raise CLIError(f"--data {args.data}: file not found; create it with `embodied-r synth robot --out DIR`")
     check_generation_arguments(args)
+    if args.probe_items < 1 or not 0.0 < args.min_probe_agreement <= 1.0:
+        raise CLIError("--probe-items must be positive and --min-probe-agreement in (0, 1]")
     if args.input == "image":
         from embodied_r.evaluation.vl_generation import require_vision_model
 
@@ -79,12 +95,21 @@ def run(args: argparse.Namespace) -> int:
     try:
         metrics = run_bench(args.data, engine_factory, judge, args.out, args.model, limit=args.limit,
                             batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
-                            context=context_policy(args), path=args.input)
+                            context=context_policy(args), path=args.input, probe_items=args.probe_items,
+                            min_probe_agreement=args.min_probe_agreement, allow_weak_judge=args.allow_weak_judge)
     except (ValueError, KeyError) as exc:
         raise CLIError(str(exc)) from exc
-    rows = [[cat, m["n"], m["mean"], m["unparsed"], m["judge_failures"]] for cat, m in metrics["categories"].items()]
-    print_table(f"{args.model} on {args.data} (judge {args.judge_model or args.judge})",
-                ["category", "n", "mean score (0-3)", "unparsed (scored 0)", "judge failures (excluded)"], rows)
+    probe = metrics["judge_probe"]
+    print_table(f"judge grading probe ({'passed' if probe['passed'] else 'FAILED'}; {probe['n_cases']} cases)",
+                ["answer kind", "expected grade", "graded as expected"],
+                [[kind, "-".join(map(str, band)), f"{probe['agreement'][kind]:.0%}"]
+                 for kind, band in EXPECTED.items() if kind in probe["agreement"]])
+    rows = [[cat, m["n"], m["mean"], _interval(m.get("ci95")), m["unparsed"], m["judge_failures"]]
+            for cat, m in metrics["categories"].items()]
+    trust = "" if metrics["scores_trusted"] else " - UNTRUSTED: the judge failed its probe"
+    print_table(f"{args.model} on {args.data} (judge {args.judge_model or args.judge}){trust}",
+                ["category", "n", "mean score (0-3)", "95% CI", "unparsed (scored 0)", "judge failures (excluded)"],
+                rows)
     console().print(f"{metrics['answered_this_run']} answered this run; scores in {args.out}/bench_metrics.json",
                     markup=False)
     return 0

@@ -12,7 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r.evaluation.baselines import (
-    direct_answer_rows, not_run, position_bias, prior_baseline, random_baseline,
+    direct_answer_rows,
+    not_run,
+    position_bias,
+    prior_baseline,
+    random_baseline,
 )
 from embodied_r.evaluation.benchmarks.common import LoadReport
 from embodied_r.evaluation.metrics import task_table

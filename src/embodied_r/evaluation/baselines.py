@@ -19,7 +19,8 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from embodied_r.evaluation.metrics import score_answer, task_table
+from embodied_r.core.scoring import score_answer
+from embodied_r.evaluation.metrics import task_table
 from embodied_r.reasoning.parsing import option_letters
 from embodied_r.records import Prediction, PromptRow
 

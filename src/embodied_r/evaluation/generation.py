@@ -125,6 +125,23 @@ def generate_chats(model: Any, tokenizer: Any, conversations: Sequence[Messages]
 # ---------------------------------------------------------------------------------------------------
 
 
+def batched_completions(fitted: Sequence[FittedPrompt], max_new_tokens: int, batch_size: int,
+                        context: ContextPolicy | None, generate: Callable[[list[int]], list[str]],
+                        on_batch: Callable[[list[int], list[str]], None] | None = None) -> list[str]:
+    """The local engines' loop: token-budget batches (``generate(indices)`` answers one), each
+    completion starting with its prompt's prefix, ``on_batch`` called as each batch finishes."""
+    budget = (context or ContextPolicy()).max_batch_tokens
+    lengths = [len(f.token_ids) + max_new_tokens for f in fitted]
+    results: list[str] = [""] * len(fitted)
+    for batch in token_budget_batches(lengths, budget, max(1, batch_size)):
+        completions = [fitted[i].completion_prefix + text for i, text in zip(batch, generate(batch))]
+        for index, completion in zip(batch, completions):
+            results[index] = completion
+        if on_batch is not None:
+            on_batch(batch, completions)
+    return results
+
+
 def _require_unskipped(fitted: Sequence[FittedPrompt]) -> None:
     if any(f.skipped for f in fitted):
         raise ValueError("generate_fitted got a skipped prompt; record it instead of generating")
@@ -182,18 +199,12 @@ class TransformersEngine(Engine):
                         context: ContextPolicy | None = None, **sampling: Any) -> list[str]:
         """Completions for fitted prompts (none skipped), in token-budget batches, longest first."""
         _require_unskipped(fitted)
-        budget = (context or ContextPolicy()).max_batch_tokens
-        lengths = [len(f.token_ids) + max_new_tokens for f in fitted]
-        results: list[str] = [""] * len(fitted)
-        for batch in token_budget_batches(lengths, budget, max(1, batch_size)):
-            generated = generate_batch(self.model, self.tokenizer, None, max_new_tokens,
-                                       token_lists=[fitted[i].token_ids for i in batch], **sampling)
-            completions = [fitted[i].completion_prefix + text for i, text in zip(batch, generated)]
-            for index, completion in zip(batch, completions):
-                results[index] = completion
-            if on_batch is not None:
-                on_batch(batch, completions)
-        return results
+
+        def generate(batch: list[int]) -> list[str]:
+            return generate_batch(self.model, self.tokenizer, None, max_new_tokens,
+                                  token_lists=[fitted[i].token_ids for i in batch], **sampling)
+
+        return batched_completions(fitted, max_new_tokens, batch_size, context, generate, on_batch)
 
 
 class VLLMEngine(Engine):

@@ -17,7 +17,10 @@ from typing import Any
 
 from embodied_r.evaluation.benchmarks.common import LoadReport, check_records, read_records
 from embodied_r.evaluation.benchmarks.registry import (
-    load_qa, parse_spec, prompt_rows_from_perception, read_perceptions,
+    load_qa,
+    parse_spec,
+    prompt_rows_from_perception,
+    read_perceptions,
 )
 from embodied_r.io import DataFileError, require_file
 from embodied_r.records import PromptRow, QARecord
@@ -136,8 +139,8 @@ def run_perception(records: list[QARecord], source: PerceptionSource, out_dir: P
 
     Questions whose video is missing are not sent; they end up reported as having no perception.
     """
-    from embodied_r.perception.factory import make_backend
     from embodied_r.perception.cache import PerceptionCache
+    from embodied_r.perception.factory import make_backend
     from embodied_r.perception.runner import perceive
 
     if not source.keyframes or not Path(source.keyframes).is_dir():

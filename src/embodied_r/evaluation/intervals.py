@@ -1,9 +1,9 @@
 """95 % intervals for scores and for differences between two runs on the same questions.
 
 A score over a dozen questions moves by several points per question, so every reported score carries
-an interval (Wilson's for accuracy, a percentile bootstrap for MRA), and a before/after comparison is a *paired* bootstrap over the
-questions both runs answered: a change counts only when its interval excludes 0. Resampling uses a
-fixed seed, so a report is reproducible.
+an interval (Wilson's for accuracy, a percentile bootstrap for MRA), and a before/after comparison is
+a *paired* bootstrap over the questions both runs answered: a change counts only when its interval
+excludes 0. Resampling uses a fixed seed, so a report is reproducible.
 """
 
 from __future__ import annotations

@@ -99,7 +99,8 @@ def consistency_summary(judgements: Sequence[Mapping[str, Any]]) -> dict[str, An
         return {"n": len(items), "judged": len(judged), "consistent": consistent,
                 "rate": consistent / len(judged) if judged else None,
                 "rate_all": consistent / len(items) if items else None,
-                "rate_when_correct": (sum(1 for j in correct if j.get("consistent")) / len(correct)) if correct else None,
+                "rate_when_correct": ((sum(1 for j in correct if j.get("consistent")) / len(correct))
+                                      if correct else None),
                 "not_judged": dict(reasons)}
 
     by_task: dict[str, list[Mapping[str, Any]]] = defaultdict(list)

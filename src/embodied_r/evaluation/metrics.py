@@ -1,8 +1,7 @@
 """Aggregate tables of scored predictions.
 
 Each prediction is scored by :mod:`embodied_r.core.scoring`, the one definition of "correct" shared
-by evaluation, the accuracy and ``open_l1`` rewards and the consistency gate; its two scorers are
-re-exported here for callers of the tables.
+by evaluation, the accuracy and ``open_l1`` rewards and the consistency gate.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from embodied_r.core.scoring import mean_relative_accuracy, score_answer
 
 def task_table(predictions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Per-task and overall scores from prediction dicts (``task``, ``score``, ``parsed_answer``).

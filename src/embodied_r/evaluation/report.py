@@ -308,8 +308,10 @@ def _samples(predictions: list[dict[str, Any]]) -> str:
     blocks = []
     for p in right + wrong:
         verdict = "correct" if p.get("correct") else "wrong"
-        blocks.append(f"<div class='sample {verdict}'><b>{html.escape(str(p['id']))}</b> ({html.escape(str(p['task']))}) "
-                      f"gold {html.escape(str(p['answer']))}, parsed {html.escape(str(p.get('parsed_answer')))}: {verdict}"
+        blocks.append(f"<div class='sample {verdict}'><b>{html.escape(str(p['id']))}</b> "
+                      f"({html.escape(str(p['task']))}) "
+                      f"gold {html.escape(str(p['answer']))}, "
+                      f"parsed {html.escape(str(p.get('parsed_answer')))}: {verdict}"
                       f"<pre>{html.escape(str(p.get('completion', '')))}</pre></div>")
     return "".join(blocks) or "<p>no predictions</p>"
 
@@ -319,8 +321,10 @@ def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], ta
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>embodied-r report</title><style>",
              "body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}",
              "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child{text-align:left}",
-             "pre{white-space:pre-wrap;background:#f6f6f6;padding:6px}.wrong{border-left:4px solid #c33;padding-left:8px}",
-             ".correct{border-left:4px solid #3a3;padding-left:8px}img{max-width:100%;height:auto}</style></head><body><h1>embodied-r report</h1>",
+             "pre{white-space:pre-wrap;background:#f6f6f6;padding:6px}"
+             ".wrong{border-left:4px solid #c33;padding-left:8px}",
+             ".correct{border-left:4px solid #3a3;padding-left:8px}img{max-width:100%;height:auto}</style></head>"
+             "<body><h1>embodied-r report</h1>",
              "<p>Scores in %: accuracy for choice tasks, mean relative accuracy (MRA) for numeric ones.</p>"]
     if evals:
         headers = ["task", "n"] + [f"{r['name']} [95 % interval]" for r in evals]
@@ -341,7 +345,8 @@ def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], ta
         parts.append(_reference_section(evals))
         main = evals[-1]["metrics"]
         baseline_rows = [[name, b.get("status"), b.get("overall", {}).get("micro"), b.get("overall", {}).get("macro"),
-                          b.get("reason") or b.get("note") or b.get("fit_on")] for name, b in main.get("baselines", {}).items()]
+                          b.get("reason") or b.get("note") or b.get("fit_on")]
+                         for name, b in main.get("baselines", {}).items()]
         if baseline_rows:
             parts.append(f"<h2>Baselines ({html.escape(evals[-1]['name'])})</h2>"
                          + _table(["baseline", "status", "micro", "macro", "note"], baseline_rows))
@@ -381,6 +386,7 @@ def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], ta
             parts.append(f"<p class='note'>Consistency reward's judge probe: <b>{verdict}</b>. "
                          f"{html.escape(str(probe.get('message', '')))}{extra}</p>")
     if evals:
-        parts.append(f"<h2>Sample reasoning ({html.escape(evals[-1]['name'])})</h2>" + _samples(evals[-1]["predictions"]))
+        parts.append(f"<h2>Sample reasoning ({html.escape(evals[-1]['name'])})</h2>"
+                     + _samples(evals[-1]["predictions"]))
     parts.append("</body></html>")
     return "\n".join(parts)

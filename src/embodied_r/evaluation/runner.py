@@ -151,7 +151,7 @@ def _check_same_run(out: Path, data: str | Path, model_name: str, completion_pre
     spec = parse_spec(str(data))
     resolved = str(Path(spec.path).resolve())
     current = {"data": f"{spec.loader}:{resolved}" if spec.loader else resolved, "model": model_name}
-    if completion_prefix:  # only when set, so folders stamped before the option existed still resume
+    if completion_prefix:  # only when set, so folders stamped without a prefix key still resume
         current["completion_prefix"] = completion_prefix
     if context is not None and (context.rule, context.max_prompt_tokens) != (ContextPolicy().rule, None):
         # Only a non-default rule is stamped, so folders from before the policy existed still resume; the

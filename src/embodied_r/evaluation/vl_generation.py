@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r.core.chat import Messages, render_chat
-from embodied_r.evaluation.generation import Engine, _require_unskipped
+from embodied_r.evaluation.generation import Engine, _require_unskipped, batched_completions
 from embodied_r.evaluation.image_prompts import load_images, prompt_text
 from embodied_r.inference.context_policy import (
     ContextError,
@@ -31,7 +31,6 @@ from embodied_r.inference.context_policy import (
     FittedPrompt,
     frame_line_numbers,
     model_context_length,
-    token_budget_batches,
 )
 from embodied_r.reasoning.models import ModelLoadError
 
@@ -107,26 +106,20 @@ class VisionLanguageEngine(Engine):
         import torch
 
         _require_unskipped(fitted)
-        budget = (context or ContextPolicy()).max_batch_tokens
         kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "pad_token_id": self.tokenizer.pad_token_id}
         if do_sample:
             kwargs.update(do_sample=True, temperature=temperature, top_p=top_p)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        results = [""] * len(fitted)
-        lengths = [len(f.token_ids) + max_new_tokens for f in fitted]
-        for batch in token_budget_batches(lengths, budget, max(1, batch_size)):
+
+        def generate(batch: list[int]) -> list[str]:
             inputs = self._inputs([fitted[i].messages or [] for i in batch],
                                   [fitted[i].completion_prefix for i in batch]).to(self.model.device)
             with torch.inference_mode():
                 output = self.model.generate(**inputs, **kwargs)
-            texts = self.tokenizer.batch_decode(output[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
-            completions = [fitted[i].completion_prefix + text for i, text in zip(batch, texts)]
-            for index, completion in zip(batch, completions):
-                results[index] = completion
-            if on_batch is not None:
-                on_batch(batch, completions)
-        return results
+            return self.tokenizer.batch_decode(output[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+
+        return batched_completions(fitted, max_new_tokens, batch_size, context, generate, on_batch)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -88,7 +88,8 @@ def question_for_judge(prompt: Any, options: list[str] | None) -> str:
     reference cannot answer from the scene description itself; when a prompt has no ``Question:``
     marker (other prompt formats) the whole user message is used.
 
-    >>> question_for_judge([{"role": "user", "content": "Frame 0: sofa\\nQuestion: Where?\\nChoices:\\nA. l"}], ["A. l"])
+    >>> question_for_judge([{"role": "user", "content": "Frame 0: sofa\\nQuestion: Where?\\nChoices:\\nA. l"}],
+    ...                    ["A. l"])
     'Question: Where?\\nChoices:\\nA. l'
     """
     text = last_user_text(prompt)

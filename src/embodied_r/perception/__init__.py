@@ -4,8 +4,8 @@
 - ``backends``: the ``PerceptionBackend`` protocol and the oracle; ``openai_client`` and ``local_vlm``
   hold the HTTP and local-model backends; ``factory.make_backend`` builds any of them by name.
 - ``parsing``: VLM answers -> frames, plus answer-leak detection; ``cache``: on-disk request cache.
-- ``runner``: QARecords + key frames -> ``Perception`` records; ``fake_server``: a loopback
-  OpenAI-compatible server for tests and benchmarks.
+- ``runner``: QARecords + key frames -> ``Perception`` records. (A loopback OpenAI-compatible server
+  for tests and benchmarks lives in ``tests/fake_vlm_server.py``.)
 
 Nothing heavy is imported here; import the submodule you need.
 """

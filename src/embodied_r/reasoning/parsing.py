@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 import string
+from typing import Any
 
 ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 THINK_RE = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
@@ -49,7 +50,8 @@ _NUMBER_WORDS = {
     "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
 }
 _NUMBER_WORD_RE = re.compile(
-    r"\b(" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")(?:[-\s](one|two|three|four|five|six|seven|eight|nine))?\b",
+    r"\b(" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")"
+    r"(?:[-\s](one|two|three|four|five|six|seven|eight|nine))?\b",
     re.IGNORECASE,
 )
 
@@ -183,8 +185,9 @@ def parse_answer(completion: str, options: list[str] | None, answer_type: str) -
     """Read the final answer of a completion; never raises.
 
     Returns the option letter for ``"choice"``, a float for ``"number"``, ``[x, y, z]`` for
-    ``"position"``, the stripped text for ``"open"``, and None when there is no well-formed ``<answer>…</answer>`` or its content cannot be
-    read as that type (a letter that is not one of the options counts as unreadable).
+    ``"position"``, the stripped text for ``"open"``, and None when there is no well-formed
+    ``<answer>…</answer>`` or its content cannot be read as that type (a letter that is not one of
+    the options counts as unreadable).
 
     >>> parse_answer("<answer>(C)</answer>", ["A. a", "B. b", "C. c"], "choice")
     'C'
@@ -210,5 +213,7 @@ def parse_answer(completion: str, options: list[str] | None, answer_type: str) -
     except Exception:  # noqa: BLE001 - the contract is "never raises"; a parser bug must not kill a run
         import logging
 
-        logging.getLogger(__name__).exception("parse_answer failed on %r", completion[:200] if isinstance(completion, str) else completion)
+        logging.getLogger(__name__).exception(
+            "parse_answer failed on %r", completion[:200] if isinstance(completion, str) else completion
+        )
         return None

@@ -103,9 +103,11 @@ def frame_line(index: int, frame: Mapping[str, Any], structured: bool = False, e
     'Frame 1: After rotate left, Observe: A door. No chair.'
     """
     if exact:  # the descriptions as the VLM wrote them
-        view = " ".join(str(p) for p in (frame.get("delta"), frame.get("q_related")) if p) or str(frame.get("raw") or "")
+        view = (" ".join(str(p) for p in (frame.get("delta"), frame.get("q_related")) if p)
+                or str(frame.get("raw") or ""))
         action = frame.get("action")
-        return f"Frame {index}: Observe: {view}" if index == 0 or not action else f"Frame {index}: After {action}, Observe: {view}"
+        return (f"Frame {index}: Observe: {view}" if index == 0 or not action
+                else f"Frame {index}: After {action}, Observe: {view}")
     delta, related = _clean(frame.get("delta")), _clean(frame.get("q_related"))
     if structured:
         parts = [f"New: {delta}" if delta else "", f"Related to the question: {related}" if related else ""]

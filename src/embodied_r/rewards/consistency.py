@@ -24,10 +24,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from embodied_r.core.chat import completion_text
 from embodied_r.core.scoring import score_completion
 from embodied_r.inference.judges import Judge, JudgeError, question_for_judge, visible_thinks
 from embodied_r.reasoning.parsing import extract_think
-from embodied_r.core.chat import completion_text
 from embodied_r.rewards.text import column
 
 logger = logging.getLogger(__name__)

@@ -29,8 +29,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from embodied_r.reasoning.parsing import parse_answer
 from embodied_r.core.chat import completion_text
+from embodied_r.reasoning.parsing import parse_answer
 from embodied_r.rewards.text import column
 
 # The official rule, as a fact carried over: think block at the very start, answer block, then the end.

@@ -139,8 +139,10 @@ class RewardSchedule:
         """Why stages never start in a run of ``max_steps`` optimizer steps over
         ``epochs`` (1-based epochs the run enters); empty when every such stage is reached.
 
-        >>> RewardSchedule.paper(["format", "accuracy", "consistency"]).unreached(max_steps=40, epochs=4)
-        ['stage 3 (format 0.1, accuracy 0.7, consistency 0.2) starts at epoch 5, but this run ends in epoch 4 (step 40): set num_train_epochs >= 5 or raise max_steps']
+        >>> RewardSchedule.paper(["format", "accuracy", "consistency"]).unreached(
+        ...     max_steps=40, epochs=4)  # doctest: +NORMALIZE_WHITESPACE
+        ['stage 3 (format 0.1, accuracy 0.7, consistency 0.2) starts at epoch 5, but this run ends in epoch 4
+          (step 40): set num_train_epochs >= 5 or raise max_steps']
         """
         reasons = []
         for number, stage in enumerate(self.stages, start=1):

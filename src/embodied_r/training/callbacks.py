@@ -21,10 +21,6 @@ from embodied_r.io import JsonlAppender
 logger = logging.getLogger(__name__)
 
 
-def _is_main(trainer: Any) -> bool:
-    return bool(getattr(trainer.accelerator, "is_main_process", True))
-
-
 # ---------------------------------------------------------------------------------------------------
 # Step timing: generation / rewards / update
 # ---------------------------------------------------------------------------------------------------

@@ -11,15 +11,13 @@ import random
 from pathlib import Path
 from typing import Any
 
+from embodied_r.core.chat import last_user_text
 from embodied_r.evaluation.benchmarks.common import record_problem
 from embodied_r.io import DataFileError, iter_jsonl
 from embodied_r.reasoning.prompts import build_reasoner_messages
 from embodied_r.records import PromptRow, QARecord, RecordError
-from embodied_r.core.chat import last_user_text
 
 TOY_PREFIX = "toy:"
-# Columns handed to the reward functions (TRL passes every dataset column except "prompt" as a kwarg).
-REWARD_COLUMNS = ("id", "task", "answer", "answer_type", "options")
 
 
 def row_problem(row: PromptRow) -> str | None:

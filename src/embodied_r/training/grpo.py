@@ -1,9 +1,10 @@
 """GRPO training of the reasoner: a thin layer over TRL's ``GRPOTrainer``.
 
 TRL does the algorithm, generation (transformers, or vLLM colocate/server), distribution (Accelerate,
-DeepSpeed) and checkpointing. This layer adds what the paper needs and TRL lacks: the reward table, the staged reward weights, held-out evaluation with the
-evaluation code, per-function zero-variance shares, sample completions as JSON Lines, a resolved
-config saved beside the run, and checks that fail before training rather than during it.
+DeepSpeed) and checkpointing. This layer adds what the paper needs and TRL lacks: the reward table, the
+staged reward weights, held-out evaluation with the evaluation code, per-function zero-variance shares,
+sample completions as JSON Lines, a resolved config saved beside the run, and checks that fail before
+training rather than during it.
 
 Files in ``output_dir``: ``resolved_recipe.yaml``, ``grpo_config.json``, ``metrics.jsonl``,
 ``samples.jsonl``, ``eval.jsonl`` and ``eval/``, ``checkpoint-N/`` (TRL), ``final/`` (the model),
@@ -416,7 +417,8 @@ def build_trainer(
         partial = [p.name for p in checkpoints if p not in complete]
         note = (f" ({', '.join(partial)} {'is' if len(partial) == 1 else 'are'} incomplete: a save was interrupted; "
                 "--resume removes it and continues from the last complete checkpoint"
-                + (f", {complete[-1].name})" if complete else ", or starts over when there is none)")) if partial else ""
+                + (f", {complete[-1].name})" if complete else ", or starts over when there is none)")
+                ) if partial else ""
         raise RecipeError(
             f"{output_dir} already has {checkpoints[-1].name}{note}; pass --resume to continue that run, or set "
             "output_dir to a new folder"

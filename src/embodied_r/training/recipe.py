@@ -45,8 +45,9 @@ class Recipe:
     # calibrated by the same with an empty reasoning) or letter (the official next-token letter); null = the
     # judge's own default: option-text for a local model, letter for an endpoint (the only rule it has).
     judge_scoring: str | None = None
-    # The judge probe run before training: {cases, min_agreement, max_letter_share, seed, conflict}; defaults
-    # 64 content cases (plus as many with the letter named and, with conflict: true, a contradicting letter) / 0.8 / 0.5.
+    # The judge probe run before training: {cases, min_agreement, max_letter_share, seed, conflict};
+    # defaults 64 content cases (plus as many with the letter named and, with conflict: true, a
+    # contradicting letter) / 0.8 / 0.5.
     judge_probe: dict[str, Any] | None = None
     allow_weak_judge: bool = False  # go on (recorded in judge_probe.json) when the judge fails its probe
     lora: dict[str, Any] | None = None  # {r, alpha, dropout, target_modules}; null = full fine-tuning
@@ -341,7 +342,9 @@ def check_trl_values(trl: dict[str, Any], source: str = "recipe") -> None:
         if key in trl and trl[key] is not None and trl[key] < 0:
             raise RecipeError(f"{source}: {key} must be non-negative, got {trl[key]!r}")
     if trl.get("max_steps") is not None and (trl["max_steps"] == 0 or trl["max_steps"] < -1):
-        raise RecipeError(f"{source}: max_steps must be positive (or -1 for num_train_epochs), got {trl['max_steps']!r}")
+        raise RecipeError(
+            f"{source}: max_steps must be positive (or -1 for num_train_epochs), got {trl['max_steps']!r}"
+        )
     generations = trl.get("num_generations")
     if generations is not None and generations < 2:
         raise RecipeError(f"{source}: num_generations must be at least 2 (GRPO compares completions of one "

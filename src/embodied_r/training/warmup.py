@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from embodied_r.core.chat import last_user_text
 from embodied_r.io import atomic_write_json, read_json
+from embodied_r.methods import method_for_row
 from embodied_r.reasoning.parsing import option_letters, option_texts
 from embodied_r.records import PromptRow
 from embodied_r.training.data import has_image
@@ -106,7 +106,7 @@ class WarmupSettings:
 
 def _answer_text(row: PromptRow, letter: str) -> str:
     # Robot-R1 prompts ask for the option written as [[X]]; Embodied-R prompts for the bare letter.
-    return f"[[{letter}]]" if "[[" in last_user_text(row.prompt) else letter
+    return method_for_row(row.meta).answer_text(letter)
 
 
 def _distinct(pool: list[Any], count: int, rng: random.Random) -> list[Any]:
@@ -182,10 +182,10 @@ def _task_round_robin(rows: list[PromptRow], rng: random.Random) -> list[PromptR
 def warmup_examples(rows: list[PromptRow], steps: int, batch_size: int, seed: int,
                     answers_per_prompt: int | None = None, answers: str = "random") -> list[dict[str, Any]]:
     """``steps * batch_size`` conversational prompt-completion rows. Rows are visited task by task in turn
-    (``_task_round_robin``) and each visited row contributes ``answers_per_prompt`` (default ``batch_size``) examples with
-    *different* answers: trained on one random letter per prompt, the model learns that prompt's letter
-    and answers near-deterministically (measured: every later GRPO group then has the same accuracy),
-    while several letters per prompt keep the choice spread, so GRPO's groups differ."""
+    (``_task_round_robin``) and each visited row contributes ``answers_per_prompt`` (default ``batch_size``)
+    examples with *different* answers: trained on one random letter per prompt, the model learns that
+    prompt's letter and answers near-deterministically (measured: every later GRPO group then has the same
+    accuracy), while several letters per prompt keep the choice spread, so GRPO's groups differ."""
     if any(has_image(row) for row in rows):
         raise WarmupError("format_warmup supports text prompts only (these rows carry images)")
     rng = random.Random(seed)
@@ -332,7 +332,8 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
             logger.warning("format warm-up: the model now picks nearly one letter per prompt (mean normalised letter "
                            "entropy %.2f over %d prompts, most likely letters %s): GRPO's groups will mostly agree "
                            "and carry no signal. Train each prompt's letters in one step (batch_size = "
-                           "answers_per_prompt, micro_batch_size to bound memory) or lower learning_rate", spread["entropy"], spread["rows"], spread["top"])
+                           "answers_per_prompt, micro_batch_size to bound memory) or lower learning_rate",
+                           spread["entropy"], spread["rows"], spread["top"])
     staging = final.with_name(final.name + ".partial")
     if state.is_main_process:
         shutil.rmtree(staging, ignore_errors=True)

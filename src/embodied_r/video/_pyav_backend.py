@@ -14,7 +14,6 @@ import numpy as np
 from embodied_r.video.frames import Color, DecodeReport, VideoError, VideoInfo, rotate_upright
 from embodied_r.video.sampling import pick_nearest, select_indices
 
-
 # One decoding thread: on H.264 with B-frames FFmpeg's frame threading made key-frame extraction
 # 1.3x slower (benchmarks/keyframes.py, row "ours, FFmpeg threads"), because ORB runs on the other
 # cores meanwhile (0 lets FFmpeg pick one thread per core).

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from embodied_r.io import DataFileError, JsonlAppender, atomic_write_json, exclusive_output, read_json, write_jsonl
+from embodied_r.io import DataFileError, JsonlAppender, atomic_write_json, read_json, write_jsonl
 
 logger = logging.getLogger(__name__)
 

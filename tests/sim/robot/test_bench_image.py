@@ -49,7 +49,7 @@ def test_robot_bench_image_input(bench_file: Path, tiny_lm_dir: Path, tmp_path: 
     monkeypatch.setattr(VisionLanguageEngine, "_inputs", spy)
     out = tmp_path / "bench"
     argv = ["robot-bench", "--data", str(bench_file), "--model", str(model), "--judge", str(tiny_lm_dir),
-            "--out", str(out), "--max-new-tokens", "3", "--dtype", "float32"]
+            "--out", str(out), "--max-new-tokens", "3", "--dtype", "float32", "--allow-weak-judge"]
     assert main([*argv, "--input", "image"]) == 0
     metrics = json.loads((out / "bench_metrics.json").read_text())
     assert metrics["input"] == "image" and metrics["answered_this_run"] == 2

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from embodied_r.cli.main import main
-from embodied_r.evaluation.metrics import score_answer
+from embodied_r.core.scoring import score_answer
 from embodied_r.io import read_jsonl
 from embodied_r.reasoning.parsing import parse_answer
 from embodied_r.records import PromptRow
@@ -63,7 +63,7 @@ def test_eval_refuses_image_rows(robot_dataset: Path, tiny_lm_dir: Path, tmp_pat
 
 
 def test_robot_bench_cli_answers_judges_and_resumes(robot_dataset: Path, tiny_lm_dir: Path,
-                                                    tmp_path: Path) -> None:
+                                                    tmp_path: Path, capsys) -> None:
     import torch
 
     out = tmp_path / "bench"
@@ -72,6 +72,12 @@ def test_robot_bench_cli_answers_judges_and_resumes(robot_dataset: Path, tiny_lm
             "--dtype", "float32"]
     threads = _one_thread()
     try:
+        # A random tiny judge cannot grade: the probe stops the run before any answer is generated.
+        assert main(argv) == 2
+        assert "failed its grading probe" in capsys.readouterr().err
+        assert json.loads((out / "judge_probe.json").read_text())["passed"] is False
+        assert not (out / "answers.jsonl").exists() or not read_jsonl(out / "answers.jsonl")
+        argv.append("--allow-weak-judge")
         assert main(argv) == 0
         first = json.loads((out / "bench_metrics.json").read_text())
         assert main(argv) == 0
@@ -79,6 +85,7 @@ def test_robot_bench_cli_answers_judges_and_resumes(robot_dataset: Path, tiny_lm
         torch.set_num_threads(threads)
     second = json.loads((out / "bench_metrics.json").read_text())
     assert first["answered_this_run"] == 4 and second["answered_this_run"] == 0
+    assert first["scores_trusted"] is False and first["judge_probe"]["n_cases"] > 4  # probe uses the whole file
     answers = read_jsonl(out / "answers.jsonl")
     assert len(answers) == 4 and {a["model"] for a in answers} == {str(tiny_lm_dir)}
     cats = first["categories"]
@@ -90,6 +97,7 @@ def test_robot_bench_cli_answers_judges_and_resumes(robot_dataset: Path, tiny_lm
 @pytest.mark.parametrize(("extra", "message"), [
     (["--judge", "http://localhost:1/v1"], "--judge-model"),
     (["--judge", "x", "--limit", "0"], "must be positive"),
+    (["--judge", "x", "--probe-items", "0"], "--probe-items"),
 ])
 def test_robot_bench_bad_arguments(robot_dataset: Path, tmp_path: Path, capsys, extra, message) -> None:
     code = main(["robot-bench", "--data", str(robot_dataset / "bench_test_in.jsonl"), "--out", str(tmp_path), *extra])

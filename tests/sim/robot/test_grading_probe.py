@@ -10,7 +10,11 @@ import pytest
 from embodied_r.io import read_jsonl
 from embodied_r.records import QARecord
 from embodied_r.sim.robot.grading_probe import (
-    EXPECTED, GradingProbeError, build_grading_cases, cases_for, run_grading_probe,
+    EXPECTED,
+    GradingProbeError,
+    build_grading_cases,
+    cases_for,
+    run_grading_probe,
 )
 
 MEANING = {"shift": "move", "a little": "slightly", "backward": "back", "grab": "grasp", "raise": "lift",
@@ -87,3 +91,29 @@ def test_no_reference_is_a_clear_error() -> None:
                      answer=" ", answer_type="open")
     with pytest.raises(GradingProbeError, match="no bench item"):
         build_grading_cases([empty])
+
+
+class _Echo:
+    """An answering engine that writes each bench question's reference (the judge sees right answers)."""
+
+    def __init__(self, records: list[QARecord]) -> None:
+        self.records = records
+
+    def generate_chats(self, conversations, max_new_tokens, batch_size, on_batch=None, **_):
+        texts = [f"<think>t</think><answer>{r.answer}</answer>" for r in self.records[:len(conversations)]]
+        if on_batch is not None:
+            on_batch(list(range(len(texts))), texts)
+        return texts
+
+
+def test_run_bench_with_a_judge_that_passes(bench_records, robot_dataset: Path, tmp_path: Path) -> None:
+    import json
+
+    from embodied_r.sim.robot.bench import run_bench
+
+    metrics = run_bench(robot_dataset / "bench_test_in.jsonl", lambda: _Echo(bench_records), careful_judge,
+                        tmp_path, "echo", probe_items=16)
+    assert metrics["scores_trusted"] is True and metrics["judge_probe"]["passed"] is True
+    assert json.loads((tmp_path / "judge_probe.json").read_text())["passed"] is True
+    for category in metrics["categories"].values():   # right answers, a judge that can grade: all 3
+        assert category["mean"] == 3.0 and category["ci95"] == [3.0, 3.0]

@@ -9,8 +9,15 @@ import pytest
 
 from embodied_r.sim.robot import questions
 from embodied_r.sim.robot.questions import (
-    WORKSPACE_HIGH, WORKSPACE_LOW, Move, format_xyz, movement_distractors, movement_parts,
-    movement_phrase, position_distractors, shuffle_options,
+    WORKSPACE_HIGH,
+    WORKSPACE_LOW,
+    Move,
+    format_xyz,
+    movement_distractors,
+    movement_parts,
+    movement_phrase,
+    position_distractors,
+    shuffle_options,
 )
 
 WORDS = {0: ("right", "left"), 1: ("back", "front"), 2: ("down", "up")}

@@ -11,11 +11,11 @@ from embodied_r.io import read_jsonl
 from embodied_r.records import QARecord
 from embodied_r.rewards import robot as robot_rewards
 from embodied_r.rewards.robot import open_l1
-from embodied_r.sim.robot import bench
+from embodied_r.sim.robot import grading_probe
 from embodied_r.sim.robot.bench import CATEGORIES, judge_messages, parse_judge_score, score_bench
 
 
-@pytest.mark.parametrize("module", [robot_rewards, bench])
+@pytest.mark.parametrize("module", [robot_rewards, grading_probe])
 def test_docstring_examples(module) -> None:
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0

@@ -98,3 +98,37 @@ def test_image_rows_need_a_vision_language_model(robot_dataset: Path, tiny_lm_di
     text_eval = recipe_from_dict({**recipe.to_flat_dict(), "eval_data": str(robot_dataset / "prompts_vl.jsonl")})
     with pytest.raises(RecipeError, match="held-out evaluation during training reads text prompts only"):
         build_trainer(text_eval)
+
+
+def test_train_cli_on_image_rows_then_eval_the_saved_policy(robot_dataset: Path, tmp_path: Path) -> None:
+    """The image path as a user runs it: `train` loads the processor from the model folder (no
+    torchvision here), saves the policy with it, and `eval` reads image rows with that saved policy."""
+    import json
+
+    import torch
+    import yaml
+    from tiny_vl import save_tiny_qwen25_vl
+
+    from embodied_r.cli.main import main
+
+    model = save_tiny_qwen25_vl(tmp_path / "model")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "model": str(model), "dtype": "float32", "train_data": str(robot_dataset / "prompts_vl.jsonl"),
+        "max_train_rows": 2, "output_dir": str(tmp_path / "run"), "max_steps": 1, "num_generations": 2,
+        "per_device_train_batch_size": 2, "max_completion_length": 4, "save_strategy": "no",
+        "rewards": ["format", "accuracy"], "reward_schedule": None, "report_to": [], "seed": 0}))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert main(["train", "--recipe", str(recipe)]) == 0
+        final = tmp_path / "run" / "final"
+        assert (final / "preprocessor_config.json").is_file() or (final / "processor_config.json").is_file()
+        assert main(["eval", "--data", str(robot_dataset / "prompts_vl_test_out.jsonl"), "--model", str(final),
+                     "--out", str(tmp_path / "eval"), "--limit", "2", "--max-new-tokens", "3", "--dtype", "float32",
+                     "--no-report"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert metrics["input"] == "image" and metrics["n_questions"] == 2
+    assert len(read_jsonl(tmp_path / "eval" / "predictions.jsonl")) == 2

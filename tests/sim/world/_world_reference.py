@@ -17,7 +17,7 @@ def box_points(entry_box: dict, step: float = 0.05) -> np.ndarray:
     """Points on a grid over the whole solid box (surface included) from a meta_info box dict."""
     axes = np.asarray(entry_box["normalizedAxes"], float).reshape(3, 3)
     lengths = np.asarray(entry_box["axesLengths"], float)
-    grids = [np.linspace(-l / 2, l / 2, max(2, int(math.ceil(l / step)) + 1)) for l in lengths]
+    grids = [np.linspace(-length / 2, length / 2, max(2, int(math.ceil(length / step)) + 1)) for length in lengths]
     local = np.stack(np.meshgrid(*grids, indexing="ij"), axis=-1).reshape(-1, 3)
     shell = np.any(np.isclose(np.abs(local), lengths / 2), axis=1)  # outer surface is enough for distances
     return np.asarray(entry_box["centroid"], float) + local[shell] @ axes

@@ -4,8 +4,8 @@ import math
 
 import numpy as np
 import pytest
-
 from _world_reference import check_static_question, option_text, quadrant, vsi_angle
+
 from embodied_r.cli.main import main
 from embodied_r.io import read_json, read_jsonl
 from embodied_r.records import QARecord

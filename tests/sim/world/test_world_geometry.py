@@ -4,8 +4,8 @@ import math
 
 import numpy as np
 import pytest
-
 from _world_reference import sampled_distance, vsi_angle
+
 from embodied_r.sim.world.geometry import Box, box_distance, boxes_overlap, ccw_angle_deg, polygon_area
 
 

@@ -5,8 +5,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
-
 from _world_reference import check_static_question, real_meta_dir
+
 from embodied_r.cli.main import main
 from embodied_r.io import read_jsonl
 from embodied_r.records import QARecord

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 from embodied_r.evaluation.benchmarks.common import LoadReport
 from embodied_r.io import DataFileError, read_json
@@ -102,7 +101,3 @@ def _problem(item_id: str, text: str, answer: str, seen: set[str]) -> str | None
         return "no answer"
     return None
 
-
-def looks_like_embodied_r_json(data: Any) -> bool:
-    return isinstance(data, list) and bool(data) and isinstance(data[0], dict) and "question" in data[0] \
-        and "answer" in data[0] and "prompt" not in data[0]

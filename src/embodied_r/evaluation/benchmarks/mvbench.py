@@ -47,7 +47,8 @@ def load_mvbench(root: str | Path, tasks: list[str] | None = None,
         files = [f for f in files if f.stem in wanted]
         missing = wanted - {f.stem for f in files}
         if missing:
-            raise DataFileError(f"{json_dir}: no file for task(s) {sorted(missing)}; found {sorted(f.stem for f in json_dir.glob('*.json'))}")
+            raise DataFileError(f"{json_dir}: no file for task(s) {sorted(missing)}; "
+                                f"found {sorted(f.stem for f in json_dir.glob('*.json'))}")
     if not files:
         raise DataFileError(f"{json_dir}: no <task>.json files")
     report = LoadReport()

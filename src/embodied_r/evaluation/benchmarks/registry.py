@@ -84,10 +84,6 @@ class DataSpec:
     loader: str | None
     path: str
 
-    @property
-    def needs_perception(self) -> bool:
-        return self.loader is not None
-
 
 def parse_spec(spec: str) -> DataSpec:
     """Split ``NAME:PATH``; a path without a known loader prefix is a plain file.

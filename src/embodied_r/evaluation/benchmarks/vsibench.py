@@ -87,7 +87,8 @@ def record_from_row(row: Mapping[str, Any], merge_rel_direction: bool = False) -
     dataset, scene = str(row.get("dataset") or ""), str(row.get("scene_name") or "")
     return QARecord(
         id=str(row["id"]), source=SOURCE, task=task, video=f"{dataset}/{scene}.mp4" if dataset else f"{scene}.mp4",
-        question=str(row["question"]).strip(), options=_options(row.get("options")) if answer_type == "choice" else None,
+        question=str(row["question"]).strip(),
+        options=_options(row.get("options")) if answer_type == "choice" else None,
         answer=answer, answer_type=answer_type,
         meta={"scene": scene, "dataset": dataset, "question_type": question_type},
     )

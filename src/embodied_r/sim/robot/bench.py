@@ -14,7 +14,6 @@ without a parsable score is counted as a judge failure and left out of the mean,
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,6 +23,13 @@ import numpy as np
 
 from embodied_r.records import QARecord
 from embodied_r.sim.robot.demos import Episode
+from embodied_r.sim.robot.grading_probe import DEFAULT_ITEMS as DEFAULT_PROBE_ITEMS
+from embodied_r.sim.robot.grading_probe import (  # judge_messages, parse_judge_score: part of this module's API
+    DEFAULT_MIN_AGREEMENT,
+    judge_messages,
+    parse_judge_score,
+    run_grading_probe,
+)
 from embodied_r.sim.robot.keypoints import next_keypoint
 from embodied_r.sim.robot.questions import SOURCE, frame_meta, movement_parts, movement_phrase
 from embodied_r.sim.robot.tasks import TaskSpec
@@ -34,6 +40,10 @@ ABOVE_MARGIN_M = 0.04
 _RELATION = {"up": "above", "down": "below", "left": "to the left of", "right": "to the right of",
              "front": "in front of", "back": "behind"}
 Judge = Callable[[list[list[dict[str, str]]]], list[str]]
+
+
+class WeakJudgeError(ValueError):
+    """The judge failed the grading probe (and the run did not allow a weak judge)."""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -129,14 +139,6 @@ ANSWER_SYSTEM = (
     "'Move down and slightly right'; for planning give a numbered list; for the next subtask give one "
     "short action. Reason inside <think> </think> and put the answer inside <answer> </answer>."
 )
-JUDGE_SYSTEM = (
-    "You grade an answer about a robot scene against a reference answer. Give 3 if it means the same "
-    "as the reference or says the same with more detail, 2 if it mostly matches, 1 if it matches only "
-    "in part with important differences, 0 if it means something different. Accept paraphrases and "
-    "synonyms (front/forward, back/backward). Reply exactly as 'Score: N' on the first line, then "
-    "'Reason: ...'."
-)
-_SCORE_RE = re.compile(r"score\s*[:=]?\s*\[?\s*([0-3])\b", re.IGNORECASE)
 
 
 def answer_messages(record: QARecord, path: str = "image") -> list[dict[str, Any]]:
@@ -155,24 +157,6 @@ def answer_messages(record: QARecord, path: str = "image") -> list[dict[str, Any
     content: Any = text if path == "text" else [{"type": "image", "image": record.meta["image"]},
                                                  {"type": "text", "text": text}]
     return [{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": content}]
-
-
-def judge_messages(record: QARecord, model_answer: str) -> list[dict[str, str]]:
-    user = (f"Question category: {record.task}\nQuestion: {record.question}\n"
-            f"Reference answer: {record.answer}\nModel answer: {model_answer}")
-    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
-
-
-def parse_judge_score(text: str) -> int | None:
-    """The 0-3 score of a judge reply, or None when it gives none.
-
-    >>> parse_judge_score("Score: 2\\nReason: close")
-    2
-    >>> parse_judge_score("I think it is fine") is None
-    True
-    """
-    match = _SCORE_RE.search(text or "")
-    return int(match.group(1)) if match else None
 
 
 def score_bench(records: Sequence[QARecord], completions: dict[str, str], judge: Judge) -> dict[str, Any]:
@@ -206,41 +190,36 @@ def score_bench(records: Sequence[QARecord], completions: dict[str, str], judge:
             failures[record.task] += 1
         else:
             scores[record.task].append(score)
+    from embodied_r.evaluation.intervals import bootstrap_ci
+
     return {cat: {"mean": float(np.mean(scores[cat])) if scores[cat] else None, "n": len(scores[cat]),
+                  "ci95": bootstrap_ci(scores[cat]) if len(scores[cat]) >= 3 else None,
                   "unparsed": unparsed[cat], "judge_failures": failures[cat]}
             for cat in CATEGORIES if cat in {r.task for r in records}}
 
 
-def openai_judge(base_url: str, model: str, api_key: str | None = None, temperature: float = 0.0,
-                 max_tokens: int = 128) -> Judge:
-    """A judge served over an OpenAI-compatible API (temperature 0 for reproducible scores; the paper's
-    GPT-4o judge ran at 1)."""
-    from openai import OpenAI
+def openai_judge(base_url: str, model: str, max_tokens: int = 128, concurrency: int = 8) -> Judge:
+    """A judge served over an OpenAI-compatible API, through the same client as perception and image
+    evaluation (retries, timeouts, bounded concurrency); greedy, for reproducible scores (the paper's
+    GPT-4o judge ran at temperature 1)."""
+    from embodied_r.evaluation.vl_endpoint import EndpointVLEngine
 
-    client = OpenAI(base_url=base_url, api_key=api_key or "EMPTY")
+    engine = EndpointVLEngine(base_url, served_model=model, concurrency=concurrency)
 
     def judge(batch: list[list[dict[str, str]]]) -> list[str]:
-        replies = []
-        for messages in batch:
-            response = client.chat.completions.create(model=model, messages=messages,  # type: ignore[arg-type]
-                                                      temperature=temperature, max_tokens=max_tokens)
-            replies.append(response.choices[0].message.content or "")
-        return replies
+        return engine.generate_chats(batch, max_new_tokens=max_tokens, batch_size=max(1, concurrency))
 
     return judge
 
 
-def transformers_judge(model: Any, tokenizer: Any, max_new_tokens: int = 32) -> Judge:
-    """A judge from a loaded local chat model (greedy decoding)."""
-    import torch
+def transformers_judge(model: Any, tokenizer: Any, max_new_tokens: int = 32, batch_size: int = 8) -> Judge:
+    """A judge from a loaded local chat model (greedy, token-budget batches as in evaluation)."""
+    from embodied_r.evaluation.generation import TransformersEngine
+
+    engine = TransformersEngine(model, tokenizer)
 
     def judge(batch: list[list[dict[str, str]]]) -> list[str]:
-        texts = [tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in batch]
-        inputs = tokenizer(texts, return_tensors="pt", padding=True).to(model.device)
-        with torch.no_grad():
-            output = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,
-                                    pad_token_id=tokenizer.pad_token_id)
-        return tokenizer.batch_decode(output[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+        return engine.generate_chats(batch, max_new_tokens, batch_size)
 
     return judge
 
@@ -252,21 +231,38 @@ def transformers_judge(model: Any, tokenizer: Any, max_new_tokens: int = 32) -> 
 
 def run_bench(bench_file: str | Path, engine_factory: Callable[[], Any], judge: Judge, out_dir: str | Path,
               model_name: str, limit: int | None = None, batch_size: int = 8,
-              max_new_tokens: int = 256, context: Any = None, path: str = "text") -> dict[str, Any]:
+              max_new_tokens: int = 256, context: Any = None, path: str = "text",
+              probe_items: int = DEFAULT_PROBE_ITEMS, min_probe_agreement: float = DEFAULT_MIN_AGREEMENT,
+              allow_weak_judge: bool = False) -> dict[str, Any]:
     """Answer the bench questions and score the answers with ``judge``; writes ``answers.jsonl``
     (appended per batch, so a rerun resumes) and ``bench_metrics.json`` into ``out_dir``. ``path`` is
     ``text`` (a text reasoner reads the scene written from simulator state) or ``image`` (a
     vision-language engine sees the frame, ``meta["image"]``); answers of one path never resume a run of
-    the other. The engine is built only when answers are missing."""
+    the other. The engine is built only when answers are missing.
+
+    The judge is probed first (:mod:`embodied_r.sim.robot.grading_probe`, written to
+    ``judge_probe.json``): one that does not grade known-equivalent, partly right and wrong answers as
+    expected stops the run with ``WeakJudgeError`` before any answer is generated, unless
+    ``allow_weak_judge``; then the metrics say its scores are not trusted."""
     from embodied_r.io import JsonlAppender, atomic_write_json, read_jsonl
 
     if path not in ("image", "text"):
         raise ValueError(f"bench input must be 'image' or 'text', got {path!r}")
-    records = [QARecord.from_dict(r) for r in read_jsonl(bench_file)][:limit]
+    every_record = [QARecord.from_dict(r) for r in read_jsonl(bench_file)]
+    records = every_record[:limit]
     if not records:
         raise ValueError(f"{bench_file}: no bench questions")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    # The probe draws on the whole file, so a --limit run checks the judge as well as a full one.
+    probe = run_grading_probe(every_record, judge, n_items=probe_items, min_agreement=min_probe_agreement)
+    atomic_write_json(out / "judge_probe.json", probe.to_dict())
+    if not probe.passed and not allow_weak_judge:
+        raise WeakJudgeError(
+            f"the judge failed its grading probe, so its 0-3 scores would not measure the answers: "
+            f"{'; '.join(probe.failures)} ({probe.summary()}; details in {out / 'judge_probe.json'}). Use a "
+            f"stronger judge (an OpenAI-compatible endpoint serving a large instruct model), or "
+            f"--allow-weak-judge to score anyway with the scores marked untrusted")
     appender = JsonlAppender(out / "answers.jsonl")
     done = {row["id"]: row for row in appender.existing()}
     others = {row.get("model") for row in done.values()} - {model_name}
@@ -295,6 +291,7 @@ def run_bench(bench_file: str | Path, engine_factory: Callable[[], Any], judge: 
     completions = {r.id: done[r.id]["completion"] for r in records}
     scores = score_bench(records, completions, judge)
     metrics = {"model": model_name, "data": str(bench_file), "input": path, "n_questions": len(records),
-               "answered_this_run": len(todo), "categories": scores}
+               "answered_this_run": len(todo), "categories": scores, "judge_probe": probe.to_dict(),
+               "scores_trusted": probe.passed}
     atomic_write_json(out / "bench_metrics.json", metrics)
     return metrics

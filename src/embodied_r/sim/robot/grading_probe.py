@@ -1,4 +1,4 @@
-"""Probe a 0-3 grading judge before its scores are reported: does it tell right from wrong answers?
+"""The 0-3 grading judge's prompt and reply parser, and its probe: does it tell right from wrong answers?
 
 ``robot-bench`` scores open answers with a judge model (Robot-R1 Bench's 0-3 scale). A judge that gives
 every answer the same grade, or that rewards any answer mentioning the right objects, makes the bench
@@ -40,6 +40,34 @@ _OPPOSITES = {"up": "down", "down": "up", "left": "right", "right": "left", "fro
 _SYNONYMS = {"move": "shift", "slightly": "a little", "back": "backward", "grasp": "grab", "lift": "raise",
              "release": "let go of", "above": "over", "below": "under"}
 _WORD_RE = re.compile(r"[A-Za-z]+")
+
+
+JUDGE_SYSTEM = (
+    "You grade an answer about a robot scene against a reference answer. Give 3 if it means the same "
+    "as the reference or says the same with more detail, 2 if it mostly matches, 1 if it matches only "
+    "in part with important differences, 0 if it means something different. Accept paraphrases and "
+    "synonyms (front/forward, back/backward). Reply exactly as 'Score: N' on the first line, then "
+    "'Reason: ...'."
+)
+_SCORE_RE = re.compile(r"score\s*[:=]?\s*\[?\s*([0-3])\b", re.IGNORECASE)
+
+
+def judge_messages(record: QARecord, model_answer: str) -> list[dict[str, str]]:
+    user = (f"Question category: {record.task}\nQuestion: {record.question}\n"
+            f"Reference answer: {record.answer}\nModel answer: {model_answer}")
+    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+
+
+def parse_judge_score(text: str) -> int | None:
+    """The 0-3 score of a judge reply, or None when it gives none.
+
+    >>> parse_judge_score("Score: 2\\nReason: close")
+    2
+    >>> parse_judge_score("I think it is fine") is None
+    True
+    """
+    match = _SCORE_RE.search(text or "")
+    return int(match.group(1)) if match else None
 
 
 class GradingProbeError(ValueError):
@@ -123,7 +151,8 @@ def cases_for(record: QARecord) -> list[GradingCase]:
         cases["wrong"] = f"About {metres * 4 + 0.5:.2f} m."
     else:
         reworded = _swap_words(reference, _SYNONYMS)
-        cases["equivalent"] = reworded if reworded != reference else f"The answer is: {reference[0].lower()}{reference[1:]}"
+        cases["equivalent"] = (reworded if reworded != reference
+                               else f"The answer is: {reference[0].lower()}{reference[1:]}")
         reversed_text = _swap_words(reference, _OPPOSITES)
         if reversed_text != reference:
             cases["wrong"] = reversed_text
@@ -158,8 +187,6 @@ def run_grading_probe(records: Sequence[QARecord], judge: Callable[[list[list[di
                       n_items: int = DEFAULT_ITEMS, min_agreement: float = DEFAULT_MIN_AGREEMENT,
                       seed: int = 0) -> GradingProbeResult:
     """Ask ``judge`` about the probe cases and measure agreement per kind."""
-    from embodied_r.sim.robot.bench import judge_messages, parse_judge_score
-
     cases = build_grading_cases(records, n_items, seed)
     by_id = {r.id: r for r in records}
     replies = judge([judge_messages(by_id[c.item_id], c.answer) for c in cases])
@@ -189,5 +216,5 @@ def run_grading_probe(records: Sequence[QARecord], judge: Callable[[list[list[di
     return result
 
 
-__all__ = ["EXPECTED", "GradingCase", "GradingProbeError", "GradingProbeResult", "KINDS", "build_grading_cases",
-           "cases_for", "run_grading_probe"]
+__all__ = ["EXPECTED", "GradingCase", "GradingProbeError", "GradingProbeResult", "JUDGE_SYSTEM", "KINDS",
+           "build_grading_cases", "cases_for", "judge_messages", "parse_judge_score", "run_grading_probe"]

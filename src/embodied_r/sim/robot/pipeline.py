@@ -41,7 +41,14 @@ from embodied_r.io import JsonlAppender, atomic_write_json, read_jsonl, write_js
 from embodied_r.records import QARecord
 from embodied_r.sim.robot.camera import FRONT, UprightRenderer
 from embodied_r.sim.robot.demos import (
-    Episode, episode_key, episode_seed, make_env, render_frames, restore_state, run_expert, scene_facts,
+    Episode,
+    episode_key,
+    episode_seed,
+    make_env,
+    render_frames,
+    restore_state,
+    run_expert,
+    scene_facts,
 )
 from embodied_r.sim.robot.keypoints import QUESTION_INTERVAL, discover_keypoints, question_steps
 from embodied_r.sim.robot.tasks import get_task_spec

@@ -34,7 +34,6 @@ MIN_OPTION_SEPARATION_M = 0.05   # random distractors are at least this far (L2)
 NEAR_OFFSET_RANGE_M = (0.02, 0.06)
 MOVE_DEAD_ZONE_M = 0.01          # smaller axis changes are not mentioned (the paper gives no value)
 SLIGHT_RATIO = 0.5               # paper: "slightly" when |delta_axis| <= 0.5 * max |delta|
-QUESTION_TYPES = ("waypoint", "current_state", "movement")
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Egocentric camera paths: a person-height camera walking through free floor, with look-arounds.
 
-The walk imitates VSI-Bench's scan videos (Yang et al., "Thinking in Space", 2024): eye height 1.45-1.6 m, pitched 12-20°
-down, 0.5 m/s walking and ~50°/s turning, with eased starts and stops so motion is smooth. A path is
-a list of *primitives* (rotate, move, tilt), each a single action from the Embodied-R action
+The walk imitates VSI-Bench's scan videos (Yang et al., "Thinking in Space", 2024): eye height 1.45-1.6 m,
+pitched 12-20° down, 0.5 m/s walking and ~50°/s turning, with eased starts and stops so motion is smooth.
+A path is a list of *primitives* (rotate, move, tilt), each a single action from the Embodied-R action
 vocabulary, so the ground-truth action of any stretch of video is known exactly. The last primitive
 is a clear, isolated action (rotate left/right, move forward/backward) that "what did I just do"
 questions ask about.
@@ -214,7 +214,8 @@ def plan_camera_path(scene: Scene, rng: np.random.Generator, max_seconds: float 
         heading = math.degrees(math.atan2(step[1], step[0]))
         delta = _wrap(heading - yaw)
         segment = [_turn(pos, yaw, delta, pitch)] if abs(delta) > 5 else []
-        segment.append(Primitive("Move forward", dist / WALK_SPEED, pos, target, yaw + delta, yaw + delta, pitch, pitch))
+        segment.append(Primitive("Move forward", dist / WALK_SPEED, pos, target, yaw + delta, yaw + delta,
+                                 pitch, pitch))
         if sum(p.duration for p in prims + segment) > budget and len(prims) > 2:
             break
         prims.extend(segment)

@@ -186,7 +186,8 @@ def generate_world(config: WorldConfig, progress: Callable[[str, str], None] | N
             "frames": sum(len(read_json(out / "poses" / f"{n}.json")["frames"]) for n in scenes)}
 
 
-def write_annotations(out: Path, names: list[str], seed: int, per_task: int = 3) -> tuple[dict[str, Any], list[QARecord]]:
+def write_annotations(out: Path, names: list[str], seed: int,
+                      per_task: int = 3) -> tuple[dict[str, Any], list[QARecord]]:
     """scenes.json and questions.jsonl from the poses files of ``names`` (in this order)."""
     balancer = LetterBalancer(np.random.default_rng([seed, 2]))
     scenes: dict[str, Any] = {}

@@ -27,7 +27,7 @@ class Box:
 
     @staticmethod
     def upright(center_xy: tuple[float, float], bottom_z: float, length: float, width: float,
-                height: float, yaw: float) -> "Box":
+                height: float, yaw: float) -> Box:
         """A box standing on ``bottom_z`` whose long side points along ``yaw`` (radians from +x)."""
         c, s = math.cos(yaw), math.sin(yaw)
         axes = np.array([[c, s, 0.0], [-s, c, 0.0], [0.0, 0.0, 1.0]])

@@ -1,8 +1,8 @@
 """VSI-Bench questions from a scene's meta_info entry alone (no video needed).
 
-Mirrors VSI-Bench's generation rules (Yang et al., "Thinking in Space", 2024): which categories may be asked (unique ones
-for direction/distance/size, count >= 2 for counting), its thresholds and angle bins, and its
-rejection of ambiguous cases, so every answer here is unambiguous by construction. Two deliberate
+Mirrors VSI-Bench's generation rules (Yang et al., "Thinking in Space", 2024): which categories may be
+asked (unique ones for direction/distance/size, count >= 2 for counting), its thresholds and angle bins,
+and its rejection of ambiguous cases, so every answer here is unambiguous by construction. Two deliberate
 differences, both more exact: distances are exact box-to-box distances (VSI samples 5 cm grids), and
 the angle-bin margin is symmetric (VLM-3R's generator applies it on one side only). Route plans are
 made programmatically (VSI's were human-written) with the turn thresholds of ``routes.py``.
@@ -24,7 +24,6 @@ from embodied_r.sim.world.scenes import inconsistent_categories, meta_boxes, val
 DIRECTION_MARGIN_DEG = 10.0
 HARD_BINS = ((0, 90, "front-left"), (90, 180, "back-left"), (180, 270, "back-right"), (270, 360, "front-right"))
 MEDIUM_BINS = ((0, 135, "left"), (135, 225, "back"), (225, 360, "right"))
-TURN_MARGIN_DEG = 15.0
 
 TEMPLATES = {
     "object_counting": "How many {category}(s) are in this room?",

@@ -34,7 +34,9 @@ def import_mujoco() -> Any:
     try:
         import mujoco
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise RenderError("mujoco is not installed; install the simulator extra: pip install 'embodied-r[sim]'") from exc
+        raise RenderError(
+            "mujoco is not installed; install the simulator extra: pip install 'embodied-r[sim]'"
+        ) from exc
     return mujoco
 
 
@@ -112,7 +114,7 @@ class WorldRenderer:
                 renderer.close()
         self._seg = None
 
-    def __enter__(self) -> "WorldRenderer":
+    def __enter__(self) -> WorldRenderer:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -124,8 +126,9 @@ class VideoWriter:
     leaves a truncated video under the final name."""
 
     def __init__(self, path: str | os.PathLike[str], width: int, height: int, fps: float, crf: int = 23) -> None:
-        import av
         from fractions import Fraction
+
+        import av
 
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -92,8 +92,9 @@ def _write_opencv(path: Path, frames: Iterable[np.ndarray], fps: float) -> Path:
 
 def _write_pyav(path: Path, frames: Iterable[np.ndarray], fps: float, encoder: str, rotation: int,
                 faststart: bool) -> Path:
-    import av
     from fractions import Fraction
+
+    import av
 
     options = {"movflags": "faststart"} if faststart else {}
     with av.open(str(path), "w", options=options) as container:
@@ -113,10 +114,3 @@ def _write_pyav(path: Path, frames: Iterable[np.ndarray], fps: float, encoder: s
             container.mux(stream.encode(None))
     return path
 
-
-def panning_video(path: str | Path, seconds: float, *, width: int = 320, height: int = 240, fps: float = 10,
-                  speed: float = 0.1, codec: Codec = "mp4v", seed: int = 0) -> Path:
-    """A single pan at ``speed`` frame-widths per second over a world wide enough for it."""
-    world_width = int(width * (1.2 + speed * seconds)) + 2
-    world = textured_world(int(height * 1.6), world_width, seed)
-    return write_video(path, render_shots([Shot(world, seconds, speed)], width, height, fps), fps, codec)

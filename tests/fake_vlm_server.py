@@ -6,7 +6,7 @@ time with a fixed ``latency`` each — so its capacity is exactly ``slots / late
 second — and can inject faults per request: HTTP errors, hangs past the client's timeout, malformed
 bodies, slow answers and dropped connections.
 
-``python -m embodied_r.perception.fake_server --latency 0.5 --slots 32`` runs it in its own process
+``python tests/fake_vlm_server.py --latency 0.5 --slots 32`` runs it in its own process
 (it prints ``PORT <n>`` and serves until killed; ``GET /v1/stats`` returns ``stats()``), which keeps
 its CPU use out of a client being measured.
 

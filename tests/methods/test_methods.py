@@ -1,0 +1,22 @@
+"""The method task objects know every prompt version the prompt builders write."""
+
+from __future__ import annotations
+
+from embodied_r.methods import EMBODIED_R, METHODS, ROBOT_R1, method_for_row
+from embodied_r.reasoning.prompts import TEMPLATES
+
+
+def test_every_prompt_version_belongs_to_one_method() -> None:
+    from embodied_r.sim.robot.scene_text import PROMPT_VERSION
+
+    assert set(EMBODIED_R.prompt_versions) == set(TEMPLATES)
+    assert ROBOT_R1.prompt_versions == (PROMPT_VERSION,)
+    versions = [v for m in METHODS for v in m.prompt_versions]
+    assert len(versions) == len(set(versions))
+
+
+def test_rows_are_told_apart_by_their_recorded_version_not_their_text() -> None:
+    assert method_for_row({"prompt_version": "robot_r1_mw_v1"}) is ROBOT_R1
+    assert method_for_row({"prompt_version": "official"}) is EMBODIED_R
+    assert method_for_row(None) is EMBODIED_R          # a user's own rows: the default method
+    assert ROBOT_R1.answer_text("C") == "[[C]]" and EMBODIED_R.answer_text("C") == "C"
