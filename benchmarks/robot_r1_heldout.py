@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from embodied_r.evaluation.intervals import format_interval, prediction_difference
+from embodied_r.core.intervals import format_interval, prediction_difference
 from embodied_r.io import read_jsonl
 
 SPLITS = ("test_in", "test_out")

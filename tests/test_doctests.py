@@ -27,6 +27,7 @@ MODULES = [
     "embodied_r.perception.factory",
     "fake_vlm_server",
     "embodied_r.rewards",
+    "embodied_r.core.intervals",
     "embodied_r.rewards.text",
     "embodied_r.rewards.format",
     "embodied_r.rewards.accuracy",

@@ -90,3 +90,22 @@ def test_the_package_has_no_import_cycle() -> None:
     assert len(names) > 100  # the whole package was read
     graph = {name: imported(path, set(names)) - {name} for name, path in names.items()}
     assert cycles(graph) == []
+
+
+def package_of(module: str) -> str:
+    """``embodied_r.sim.robot.bench`` -> ``embodied_r.sim``; a top-level module is its own package."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_the_subpackages_import_one_way() -> None:
+    """No cycle between subpackages either (evaluation -> training -> evaluation, say): a package can be
+    read, tested and moved without the ones that depend on it."""
+    names = module_names()
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        source = package_of(name)
+        graph.setdefault(source, set()).update(package_of(m) for m in imported(path, set(names)))
+    for package, targets in graph.items():
+        targets.discard(package)
+    assert "embodied_r.training" in graph["embodied_r.cli"]  # the graph was built
+    assert cycles(graph) == []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from embodied_r.evaluation.intervals import bootstrap_ci, paired_difference, prediction_difference, score_interval
+from embodied_r.core.intervals import bootstrap_ci, paired_difference, prediction_difference, score_interval
 from embodied_r.evaluation.metrics import task_table
 
 

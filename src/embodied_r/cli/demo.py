@@ -81,7 +81,7 @@ def print_judge_verdict(out_dir: Any) -> None:
 
 def print_before_after(summary: dict[str, Any], out_dir: Any = None) -> None:
     from embodied_r.cli.common import console, print_table
-    from embodied_r.evaluation.intervals import format_interval, prediction_difference
+    from embodied_r.core.intervals import format_interval, prediction_difference
     from embodied_r.io import read_jsonl
 
     keys = [(key, label) for key, label in

@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
 
 def print_metrics(metrics: dict[str, Any]) -> None:
     from embodied_r.cli.common import console, print_table
-    from embodied_r.evaluation.intervals import format_interval
+    from embodied_r.core.intervals import format_interval
 
     rows = [[task, t["n"], format_interval(t["score"], t.get("ci95")), t["unparsed"]]
             for task, t in metrics["tasks"].items()]

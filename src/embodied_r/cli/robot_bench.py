@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 ORDER = 55
+JUDGE_MAX_NEW_TOKENS = 32  # "Score: N" on the first line is all that is read
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -50,17 +51,27 @@ def _interval(ci: list[float] | None) -> str:
 
 
 def make_judge(args: argparse.Namespace) -> Any:
+    """The bench judge: an endpoint through the client shared with perception and image evaluation
+    (retries, timeouts, bounded concurrency), or a local model through evaluation's token-budget
+    engine; greedy either way, for reproducible grades (the paper's GPT-4o judge ran at temperature 1)."""
     from embodied_r.cli.common import CLIError
-    from embodied_r.sim.robot.bench import openai_judge, transformers_judge
 
     if args.judge.startswith(("http://", "https://")):
         if not args.judge_model:
             raise CLIError("--judge with an endpoint URL needs --judge-model (the served model's name)")
-        return openai_judge(args.judge, args.judge_model)
-    from embodied_r.reasoning.models import load_reasoner
+        from embodied_r.evaluation.vl_endpoint import EndpointVLEngine
 
-    model, tokenizer = load_reasoner(args.judge, dtype=args.dtype)
-    return transformers_judge(model, tokenizer)
+        engine: Any = EndpointVLEngine(args.judge, served_model=args.judge_model, concurrency=8)
+    else:
+        from embodied_r.evaluation.generation import TransformersEngine
+        from embodied_r.reasoning.models import load_reasoner
+
+        engine = TransformersEngine(*load_reasoner(args.judge, dtype=args.dtype))
+
+    def judge(batch: list[list[dict[str, str]]]) -> list[str]:
+        return engine.generate_chats(batch, max_new_tokens=JUDGE_MAX_NEW_TOKENS, batch_size=8)
+
+    return judge
 
 
 def run(args: argparse.Namespace) -> int:

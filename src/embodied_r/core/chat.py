@@ -54,3 +54,14 @@ def render_chat(tokenizer: Any, messages: Messages, completion_prefix: str = "")
         lines = [f"{m['role']}: {m['content']}" for m in messages]
         text = "\n".join(lines) + "\nassistant:"
     return text + completion_prefix
+
+
+def has_image(row: Any) -> bool:
+    """Whether a row's prompt holds an image part (``{"type": "image", "image": PATH}``), as the rows of
+    Robot-R1's ``prompts_vl.jsonl`` do."""
+    return any(
+        isinstance(part, dict) and part.get("type") == "image"
+        for message in row.prompt
+        if isinstance(message, dict) and isinstance(message.get("content"), list)
+        for part in message["content"]
+    )

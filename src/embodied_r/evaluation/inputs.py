@@ -119,7 +119,7 @@ def resolve_input(rows: list[PromptRow], requested: str, data: str | Path) -> st
     """``image`` or ``text``: what ``rows`` hold (``requested`` ``auto``), or ``requested`` when the rows
     hold it; a mismatch is a ``DataFileError`` naming the file to use instead. Rows with an image part
     make the set an image set (a text row among them is answered by the same vision-language model)."""
-    from embodied_r.training.data import has_image
+    from embodied_r.core.chat import has_image
 
     if requested not in PROMPT_INPUTS:
         raise DataFileError(f"input {requested!r} not known; choose one of {', '.join(PROMPT_INPUTS)}")

@@ -51,7 +51,7 @@ def training_judge(model: str) -> dict[str, Any] | None:
     if run is None:
         return None
     recipe = yaml.safe_load((run / "resolved_recipe.yaml").read_text(encoding="utf-8")) or {}
-    from embodied_r.training.recipe import reward_spec
+    from embodied_r.rewards import reward_spec
 
     if "consistency" not in [reward_spec(entry)[0] for entry in recipe.get("rewards") or []]:
         return None

@@ -18,7 +18,7 @@ def task_table(predictions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     ``macro`` is the unweighted mean of the per-task means. ``ci95`` is the 95 % interval of a task's
     score and of ``micro`` (``intervals.score_interval``).
     """
-    from embodied_r.evaluation.intervals import score_interval
+    from embodied_r.core.intervals import score_interval
 
     per_task: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for row in predictions:

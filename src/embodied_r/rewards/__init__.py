@@ -26,6 +26,27 @@ from embodied_r.rewards.robot import open_l1
 RewardFunc = Callable[..., list]
 
 
+class RewardSpecError(ValueError):
+    """A ``rewards:`` entry that is neither a name nor ``{name: {options}}``."""
+
+
+def reward_spec(entry: Any) -> tuple[str, dict[str, Any]]:
+    """``"format"`` or ``{"consistency": {options}}`` or ``{"name": "consistency", ...options}``.
+
+    >>> reward_spec({"consistency": {"gate": False}})
+    ('consistency', {'gate': False})
+    """
+    if isinstance(entry, str):
+        return entry, {}
+    if isinstance(entry, dict) and "name" in entry:
+        options = {k: v for k, v in entry.items() if k != "name"}
+        return str(entry["name"]), options
+    if isinstance(entry, dict) and len(entry) == 1:
+        name, options = next(iter(entry.items()))
+        return str(name), dict(options or {})
+    raise RewardSpecError(f"rewards: entry {entry!r} must be a name or {{name: {{options}}}}")
+
+
 def _consistency_factory(
     judge: Any = None,
     reference_model: Any = "policy",

@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from embodied_r.core.chat import last_user_text
+from embodied_r.core.chat import has_image, last_user_text
 from embodied_r.evaluation.benchmarks.common import record_problem
 from embodied_r.io import DataFileError, iter_jsonl
 from embodied_r.reasoning.prompts import build_reasoner_messages
@@ -100,17 +100,6 @@ def fit_rows_to_context(rows: list[PromptRow], tokenizer: Any, policy: Any, limi
             kept.append(dataclasses.replace(row, prompt=fit.messages, meta={**row.meta, "context": record})
                         if record else row)
     return kept, {**policy.report(records), "limit": limit, "total": len(rows), "kept": len(kept)}
-
-
-def has_image(row: PromptRow) -> bool:
-    """Whether a row's prompt holds an image part (``{"type": "image", "image": PATH}``), as the rows of
-    Robot-R1's ``prompts_vl.jsonl`` do."""
-    return any(
-        isinstance(part, dict) and part.get("type") == "image"
-        for message in row.prompt
-        if isinstance(message, dict) and isinstance(message.get("content"), list)
-        for part in message["content"]
-    )
 
 
 def image_rows_to_dataset(rows: list[PromptRow], image_dir: str | Path) -> Any:

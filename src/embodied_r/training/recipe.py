@@ -109,16 +109,14 @@ def grpo_config_fields() -> list[str]:
 
 
 def reward_spec(entry: Any) -> tuple[str, dict[str, Any]]:
-    """``"format"`` or ``{"consistency": {options}}`` or ``{"name": "consistency", ...options}``."""
-    if isinstance(entry, str):
-        return entry, {}
-    if isinstance(entry, dict) and "name" in entry:
-        options = {k: v for k, v in entry.items() if k != "name"}
-        return str(entry["name"]), options
-    if isinstance(entry, dict) and len(entry) == 1:
-        name, options = next(iter(entry.items()))
-        return str(name), dict(options or {})
-    raise RecipeError(f"rewards: entry {entry!r} must be a name or {{name: {{options}}}}")
+    """:func:`embodied_r.rewards.reward_spec`, its error a ``RecipeError``."""
+    from embodied_r.rewards import RewardSpecError
+    from embodied_r.rewards import reward_spec as parse
+
+    try:
+        return parse(entry)
+    except RewardSpecError as exc:
+        raise RecipeError(str(exc)) from None
 
 
 _YAML11_WORDS = {"yes", "no", "on", "off", "y", "n"}

@@ -12,8 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from embodied_r.core.chat import has_image
 from embodied_r.records import PromptRow
-from embodied_r.training.data import TOY_PREFIX, has_image
+from embodied_r.training.data import TOY_PREFIX
 from embodied_r.training.recipe import Recipe, RecipeError
 
 

@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from embodied_r.core.chat import has_image
 from embodied_r.io import atomic_write_json, read_json
 from embodied_r.methods import method_for_row
 from embodied_r.reasoning.parsing import option_letters, option_texts
 from embodied_r.records import PromptRow
-from embodied_r.training.data import has_image
 
 logger = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ matches, 3 equivalent or more detailed). Here the references are computed from t
 trajectory instead of written by hand: subtask labels come from the keypoints (gripper closes -> grasp,
 opens -> release, otherwise a move named after the nearest object or the goal).
 
-The judge is any function from a batch of chat messages to a batch of texts: an OpenAI-compatible
-endpoint (:func:`openai_judge`) or a local transformers model (:func:`transformers_judge`). A judge reply
-without a parsable score is counted as a judge failure and left out of the mean, never scored 0.
+The judge is any function from a batch of chat messages to a batch of texts (``embodied-r robot-bench``
+builds one from an OpenAI-compatible endpoint or a local model). A judge reply without a parsable score
+is counted as a judge failure and left out of the mean, never scored 0.
 """
 
 from __future__ import annotations
@@ -190,38 +190,12 @@ def score_bench(records: Sequence[QARecord], completions: dict[str, str], judge:
             failures[record.task] += 1
         else:
             scores[record.task].append(score)
-    from embodied_r.evaluation.intervals import bootstrap_ci
+    from embodied_r.core.intervals import bootstrap_ci
 
     return {cat: {"mean": float(np.mean(scores[cat])) if scores[cat] else None, "n": len(scores[cat]),
                   "ci95": bootstrap_ci(scores[cat]) if len(scores[cat]) >= 3 else None,
                   "unparsed": unparsed[cat], "judge_failures": failures[cat]}
             for cat in CATEGORIES if cat in {r.task for r in records}}
-
-
-def openai_judge(base_url: str, model: str, max_tokens: int = 128, concurrency: int = 8) -> Judge:
-    """A judge served over an OpenAI-compatible API, through the same client as perception and image
-    evaluation (retries, timeouts, bounded concurrency); greedy, for reproducible scores (the paper's
-    GPT-4o judge ran at temperature 1)."""
-    from embodied_r.evaluation.vl_endpoint import EndpointVLEngine
-
-    engine = EndpointVLEngine(base_url, served_model=model, concurrency=concurrency)
-
-    def judge(batch: list[list[dict[str, str]]]) -> list[str]:
-        return engine.generate_chats(batch, max_new_tokens=max_tokens, batch_size=max(1, concurrency))
-
-    return judge
-
-
-def transformers_judge(model: Any, tokenizer: Any, max_new_tokens: int = 32, batch_size: int = 8) -> Judge:
-    """A judge from a loaded local chat model (greedy, token-budget batches as in evaluation)."""
-    from embodied_r.evaluation.generation import TransformersEngine
-
-    engine = TransformersEngine(model, tokenizer)
-
-    def judge(batch: list[list[dict[str, str]]]) -> list[str]:
-        return engine.generate_chats(batch, max_new_tokens, batch_size)
-
-    return judge
 
 
 # ---------------------------------------------------------------------------------------------------
