@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One GPU check for a lent machine with one GPU and no network (issue 20): the paper recipe's shape with a
+# random-weight Qwen2.5-3B architecture, printing rollout tokens/s, update s/step and peak GPU memory, with
+# and without the shared-prefix update (and vLLM colocate where vLLM imports). Under 10 minutes.
+#
+#   benchmarks/gpu_check.sh --fetch-wheels   # HERE (network): wheels the GPU image lacks, into .whl/
+#   benchmarks/gpu_check.sh                  # THERE (carry .whl): install them, run, write $OUT/gpu_check.*
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# What the GPU image lacks for `embodied_r.training` (it has torch, accelerate, peft, pandas, pyarrow,
+# rich, pyyaml): TRL and datasets with their small dependencies, and a transformers the package accepts.
+WHEELS=(trl==1.16.0 transformers==5.24.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 xxhash==4.1.0
+        tokenizers==0.23.3 huggingface-hub==2.4.0 hf-xet==1.8.0 fsspec==2026.9.0 safetensors==0.8.0)
+
+if [[ "${1:-}" == "--fetch-wheels" ]]; then
+    mkdir -p .whl
+    grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
+    python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        --platform any -d .whl "${WHEELS[@]}"
+    du -sh .whl
+    exit 0
+fi
+
+OUT="${OUT:-runs/gpu_check}"
+mkdir -p "$OUT"
+if compgen -G ".whl/*.whl" > /dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    export PYTHONPATH="/tmp/site:$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+else
+    export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+fi
+nvidia-smi -L || true
+python3 -c "import torch, transformers, trl; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
+'transformers', transformers.__version__, 'trl', trl.__version__)"
+PYTHONUNBUFFERED=1 timeout 570 python3 benchmarks/gpu_check.py --steps 3 --json "$OUT/gpu_check.json" \
+    2>&1 | tee "$OUT/gpu_check.log"

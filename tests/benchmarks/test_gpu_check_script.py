@@ -1,0 +1,26 @@
+"""benchmarks/gpu_check.py, the prepared GPU check, runs its whole path on a CPU with a 2-layer model, so
+that the script a GPU session runs once has not rotted in between."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_gpu_check_runs_end_to_end_in_tiny_mode(tmp_path: Path) -> None:
+    out = tmp_path / "gpu_check.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--tiny", "--steps", "1",
+                           "--completion-tokens", "8", "--json", str(out)], env=env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads(out.read_text())["runs"]
+    assert [(r["shared_prefix"], r["vllm"]) for r in runs] == [(True, False), (False, False)]
+    for run in runs:   # every number the GPU run reports was measured
+        assert run["steps"] == 1 and run["generation_tokens_per_s"] > 0 and run["update_s_per_step"] > 0
+    assert "| transformers | shared-prefix |" in done.stdout and "vLLM is not importable" in done.stdout
