@@ -99,3 +99,37 @@ def test_unsupported_or_missing_data(tmp_path: Path) -> None:
     (tmp_path / "x.csv").write_text("a,b")
     with pytest.raises(DataFileError, match="unsupported data file"):
         load_eval_rows(tmp_path / "x.csv")
+
+
+def test_sharded_eval_merges_every_row_once(tmp_path: Path, tiny_lm_dir: Path) -> None:
+    """`eval --shard I/N` per process, then one plain run: every question predicted once, nothing generated
+    again, and the same predictions as a run without shards (greedy decoding)."""
+    from embodied_r.cli.main import main
+
+    data = _write_rows(tmp_path / "rows.jsonl", _rows(7))
+    out = tmp_path / "out"
+    common = ["--data", str(data), "--model", str(tiny_lm_dir), "--max-new-tokens", "4", "--dtype", "float32",
+              "--batch-size", "2", "--no-report", "--baselines", "none"]
+    for shard in ("0/3", "1/3", "2/3"):
+        assert main(["eval", *common, "--out", str(out), "--shard", shard]) == 0
+    sizes = [len(read_jsonl(out / f"shard-{i}-of-3" / "predictions.jsonl")) for i in range(3)]
+    assert sizes == [3, 2, 2]
+    assert main(["eval", *common, "--out", str(out)]) == 0
+    merged = json.loads((out / "metrics.json").read_text())
+    assert merged["generated_this_run"] == 0 and merged["resumed"] == 7
+    predictions = read_jsonl(out / "predictions.jsonl")
+    assert sorted(p["id"] for p in predictions) == sorted(f"q{i}" for i in range(7))
+    assert main(["eval", *common, "--out", str(tmp_path / "whole")]) == 0
+    whole = {p["id"]: p["completion"] for p in read_jsonl(tmp_path / "whole" / "predictions.jsonl")}
+    assert {p["id"]: p["completion"] for p in predictions} == whole
+
+
+def test_shards_of_another_model_are_not_merged(tmp_path: Path, tiny_lm_dir: Path) -> None:
+    data = _write_rows(tmp_path / "rows.jsonl", _rows(2))
+    out = tmp_path / "out"
+    run_eval(data, str(tiny_lm_dir), out, max_new_tokens=2, dtype="float32", shard=(0, 2), baselines=(),
+             report=False)
+    with pytest.raises(DataFileError, match="use another --out folder"):
+        run_eval(data, "another-model", out, baselines=(), report=False)
+    with pytest.raises(DataFileError, match="0 <= I < N"):
+        run_eval(data, str(tiny_lm_dir), out, shard=(2, 2))

@@ -25,6 +25,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                         help="built-in name, local folder or Hugging Face id (default: %(default)s)")
     parser.add_argument("--out", required=True, help="output folder (predictions.jsonl, metrics.json)")
     add_generation_arguments(parser, "evaluate only the first N questions")
+    parser.add_argument("--shard", default=None, metavar="I/N",
+                        help="evaluate every N-th question from the I-th (0-based) into OUT/shard-I-of-N, e.g. one "
+                        "process per GPU; a later run without --shard on the same OUT merges the shards' predictions "
+                        "and writes the metrics of all")
     parser.add_argument("--input", default="auto", choices=["auto", "image", "text"],
                         help="which prompt rows --data holds: image rows (Robot-R1 prompts_vl.jsonl, answered by "
                         "a vision-language --model, local or an http(s):// endpoint) or text rows "
@@ -152,10 +156,23 @@ def run(args: argparse.Namespace) -> int:
                            baselines=baselines, judge=args.judge, judge_model=args.judge_model,
                            report=not args.no_report, completion_prefix=args.completion_prefix,
                            judge_sees_letters=args.judge_sees_letters, judge_scoring=args.judge_scoring,
-                           context=context_policy(args), prompt_input=args.input, settings_from_recipe=(
+                           context=context_policy(args), prompt_input=args.input, shard=parse_shard(args.shard),
+                           settings_from_recipe=(
                                {"recipe": str(args.recipe), **from_recipe} if args.recipe else None))
     print_metrics(metrics)
     return 0
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``"1/4"`` -> ``(1, 4)``; a malformed value is a CLIError."""
+    from embodied_r.cli.common import CLIError
+
+    if text is None:
+        return None
+    index, _, count = text.partition("/")
+    if not (index.strip().isdigit() and count.strip().isdigit()) or not 0 <= int(index) < int(count):
+        raise CLIError(f"--shard {text!r}: expected I/N with 0 <= I < N, e.g. 0/2")
+    return int(index), int(count)
 
 
 def print_metrics(metrics: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ from embodied_r.evaluation.benchmarks.common import LoadReport
 from embodied_r.evaluation.benchmarks.registry import parse_spec
 from embodied_r.evaluation.predict import generate_resumable, prediction_context
 from embodied_r.inference.context_policy import ContextPolicy
-from embodied_r.io import DataFileError, atomic_write_json, claimed_folder, read_json
+from embodied_r.io import DataFileError, JsonlAppender, atomic_write_json, claimed_folder, read_json, read_jsonl
 from embodied_r.records import PromptRow
 
 logger = logging.getLogger(__name__)
@@ -49,7 +49,8 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
              report: bool = True, completion_prefix: str = "", judge_sees_letters: bool = False,
              judge_scoring: str | None = None,
              context: ContextPolicy | None = None,
-             settings_from_recipe: dict[str, Any] | None = None, prompt_input: str = "auto") -> dict[str, Any]:
+             settings_from_recipe: dict[str, Any] | None = None, prompt_input: str = "auto",
+             shard: tuple[int, int] | None = None) -> dict[str, Any]:
     """Evaluate ``model_name`` on ``data``; write predictions.jsonl, metrics.json (and report.html) into ``out_dir``.
 
     ``baselines`` may name ``random``, ``prior``, ``direct`` and ``vlm_only``; ``judge`` (``policy``, a
@@ -62,10 +63,19 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
     ``prompt_input`` (``auto`` | ``image`` | ``text``) says which rows are expected: ``auto`` takes what the
     rows hold; image rows are answered by a vision-language model (``evaluation.vl_generation``), and the
     input used is recorded as ``input``.
+
+    ``shard=(i, n)`` evaluates every n-th question from the i-th into ``out_dir/shard-i-of-n`` (one process
+    or GPU per shard); a later run without ``shard`` on the same ``out_dir`` merges the shards'
+    predictions (same model, data and settings, checked) and generates only what none of them holds.
     """
     context = context or ContextPolicy()
     started = time.perf_counter()
     out = Path(out_dir)
+    if shard is not None:
+        index, count = shard
+        if count < 1 or not 0 <= index < count:
+            raise DataFileError(f"--shard {index}/{count}: expected I/N with 0 <= I < N")
+        out = out / shard_folder_name(index, count)
     if out.exists() and not out.is_dir():
         raise DataFileError(f"--out {out}: is a file; give a folder for predictions.jsonl and metrics.json")
     from embodied_r.evaluation.analysis import assemble_metrics, run_baselines, run_consistency
@@ -82,12 +92,16 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
             require_vision_model(model_name)  # a text model would read the text and never see the image
         if limit is not None:
             rows = rows[:limit]
+        if shard is not None:
+            rows = rows[shard[0]::shard[1]]
         if not rows:
             if load_report.skipped:
                 raise DataFileError(f"{data}: no usable questions ({len(load_report.skipped)} skipped: "
                                     f"{load_report.reason_counts()})")
             raise DataFileError(f"{data}: holds no questions")
         write_stamp = _check_same_run(out, data, model_name, completion_prefix, context)
+        if shard is None:
+            merge_shards(out, rows, data, model_name, completion_prefix, context)
         cache: dict[str, Any] = {}
 
         def engine_factory() -> Any:
@@ -140,6 +154,31 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
 
             build_report([out], out)
         return metrics
+
+
+def shard_folder_name(index: int, count: int) -> str:
+    return f"shard-{index}-of-{count}"
+
+
+def merge_shards(out: Path, rows: Sequence[Any], data: str | Path, model_name: str, completion_prefix: str,
+                 context: ContextPolicy | None) -> int:
+    """Append to ``out/predictions.jsonl`` the predictions the ``out/shard-*`` folders hold for ``rows``
+    and it does not; each shard must be a run of the same model, data and settings. Returns how many."""
+    shards = sorted(p for p in out.glob("shard-*-of-*") if (p / "predictions.jsonl").is_file())
+    if not shards:
+        return 0
+    wanted = {row.id for row in rows}
+    appender = JsonlAppender(out / "predictions.jsonl")
+    have = appender.done_keys("id")
+    added = 0
+    for folder in shards:
+        _check_same_run(folder, data, model_name, completion_prefix, context)  # raises on a mismatch
+        new = [p for p in read_jsonl(folder / "predictions.jsonl") if p["id"] in wanted and p["id"] not in have]
+        appender.extend(new)
+        have.update(p["id"] for p in new)
+        added += len(new)
+    logger.info("merged %d predictions from %d shard folder(s) of %s", added, len(shards), out)
+    return added
 
 
 def _check_same_run(out: Path, data: str | Path, model_name: str, completion_prefix: str = "",
