@@ -20,3 +20,16 @@ def test_rows_are_told_apart_by_their_recorded_version_not_their_text() -> None:
     assert method_for_row({"prompt_version": "official"}) is EMBODIED_R
     assert method_for_row(None) is EMBODIED_R          # a user's own rows: the default method
     assert ROBOT_R1.answer_text("C") == "[[C]]" and EMBODIED_R.answer_text("C") == "C"
+
+
+def test_the_official_embodied_r_parser_is_not_applied_to_robot_r1_answers() -> None:
+    from embodied_r.evaluation.reference_names import reference_metrics
+
+    predictions = [{"id": "r", "task": "waypoint", "answer_type": "choice", "answer": "B",
+                    "completion": "<answer>[[B]]</answer>", "parsed_answer": "B"},
+                   {"id": "e", "task": "dir", "answer_type": "choice", "answer": "B",
+                    "completion": "<answer>B</answer>", "parsed_answer": "B"}]
+    assert reference_metrics({}, predictions, {"e"})["embodied_r"] == {"dir_accuracy": 100.0,
+                                                                       "total_accuracy": 100.0,
+                                                                       "parser_disagreements": 0}
+    assert "embodied_r" not in reference_metrics({}, predictions[:1], set())  # Robot-R1 rows only: no table

@@ -136,7 +136,11 @@ def assemble_metrics(predictions: Sequence[dict[str, Any]], rows: Sequence[Promp
         table["metric"] = "MRA" if any(p["task"] == task and p.get("answer_type") == "number"
                                        for p in predictions) else "accuracy"
     # The reference harness's names and aggregation (lmms-eval), beside ours.
-    metrics["reference"] = reference_metrics({t: v["score"] for t, v in metrics["tasks"].items()}, predictions)
+    from embodied_r.methods import EMBODIED_R, method_for_row
+
+    embodied_r_ids = {row.id for row in rows if method_for_row(row.meta) is EMBODIED_R}
+    metrics["reference"] = reference_metrics({t: v["score"] for t, v in metrics["tasks"].items()}, predictions,
+                                             embodied_r_ids)
     metrics["position_bias"] = position_bias(predictions)
     metrics["baselines"] = baselines
     metrics["consistency"] = consistency

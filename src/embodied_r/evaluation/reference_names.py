@@ -133,12 +133,16 @@ def embodied_r_official(predictions: Sequence[Mapping[str, Any]]) -> dict[str, A
     return out
 
 
-def reference_metrics(task_scores: Mapping[str, float], predictions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def reference_metrics(task_scores: Mapping[str, float], predictions: Sequence[Mapping[str, Any]],
+                      embodied_r_ids: set[str] | None = None) -> dict[str, Any]:
     """Every reference table that applies to these predictions, by benchmark (``vsibench``, ``mvbench``,
-    ``embodied_r``)."""
+    ``embodied_r``). The official Embodied-R parser reads only the predictions in ``embodied_r_ids``
+    (rows built with an Embodied-R prompt; all when None): other methods' answers (Robot-R1's ``[[X]]``)
+    are not in its format."""
+    official = [p for p in predictions if embodied_r_ids is None or str(p["id"]) in embodied_r_ids]
     out: dict[str, Any] = {}
     for name, table in (("vsibench", vsibench(task_scores)), ("mvbench", mvbench(predictions)),
-                        ("embodied_r", embodied_r_official(predictions))):
+                        ("embodied_r", embodied_r_official(official))):
         if table is not None:
             out[name] = table
     return out
