@@ -205,7 +205,8 @@ def run_grading_probe(records: Sequence[QARecord], judge: Callable[[list[list[di
         hits[case.kind] += score in EXPECTED[case.kind]
         if len(examples) < 6:
             examples.append({"item": case.item_id, "kind": case.kind, "answer": case.answer,
-                             "reference": str(by_id[case.item_id].answer), "grade": score})
+                             "reference": str(by_id[case.item_id].answer), "grade": score,
+                             "reply": str(reply)[:200]})
     agreement = {kind: hits[kind] / totals[kind] for kind in KINDS if totals[kind]}
     result = GradingProbeResult(n_cases=len(cases), agreement=agreement,  # type: ignore[arg-type]
                                 grades={k: dict(v) for k, v in grades.items() if v}, no_score=no_score,
