@@ -28,7 +28,9 @@ from embodied_r.training.warmup import (
 def choice_row(i: int, answer: str = "B", robot: bool = False) -> PromptRow:
     options = ["A. left", "B. right", "C. behind", "D. ahead"]
     choices = " ".join(f"[[{o[0]}]] {o[3:]}" for o in options) if robot else " ".join(options)
-    return PromptRow(id=f"c{i}", task="direction", answer=answer, options=options,
+    # Robot-R1 rows record the prompt version they were built with; that, not the text, names the method.
+    meta = {"prompt_version": "robot_r1_mw_v1"} if robot else {}
+    return PromptRow(id=f"c{i}", task="direction", answer=answer, options=options, meta=meta,
                      prompt=[{"role": "user", "content": f"Where is object {i}? {choices}"}])
 
 
