@@ -11,7 +11,8 @@ The folders come from (MUJOCO_GL=egl for `synth robot`):
     embodied-r eval --data DATA/prompts_test_in.jsonl --model RUN/warmup/model --out RUNS/warmup_test_in \\
         --max-new-tokens 128 --batch-size 16 --no-report        # likewise final, base; test_out
 
-    python benchmarks/robot_r1_heldout.py --runs RUNS --models base warmup final --compare warmup final
+    python benchmarks/robot_r1_heldout.py --runs RUNS --models base warmup final --compare warmup final \
+        --prior-from DATA/prompts.jsonl
 """
 
 from __future__ import annotations
@@ -40,7 +41,16 @@ def _by_task(predictions: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]
     return out
 
 
-def summarise(runs: Path, models: list[str], compare: tuple[str, str] | None) -> dict[str, Any]:
+def training_prior(test_file: str, prior_from: Path) -> dict[str, Any]:
+    """The letter-prior baseline fit on the training rows (each task's most frequent training letter)."""
+    from embodied_r.evaluation.baselines import prior_baseline
+    from embodied_r.evaluation.runner import load_eval_rows
+
+    return prior_baseline(load_eval_rows(test_file)[0], load_eval_rows(prior_from)[0])
+
+
+def summarise(runs: Path, models: list[str], compare: tuple[str, str] | None,
+              prior_from: Path | None = None) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     for split in SPLITS:
         loaded = {m: _load(runs / f"{m}_{split}") for m in models}
@@ -48,6 +58,9 @@ def summarise(runs: Path, models: list[str], compare: tuple[str, str] | None) ->
         if not present:
             continue
         first_metrics = next(iter(present.values()))[0]
+        if prior_from is not None:  # the eval runs' own prior is leave-one-out; this one is fit on training
+            first_metrics = {**first_metrics, "baselines": {**first_metrics.get("baselines", {}),
+                                                            "prior": training_prior(first_metrics["data"], prior_from)}}
         tasks = sorted(first_metrics["tasks"])
         rows: dict[str, Any] = {}
         for task in [*tasks, "all"]:
@@ -80,7 +93,8 @@ def markdown(summary: dict[str, Any], models: list[str], compare: tuple[str, str
     for split, rows in summary.items():
         present = [m for m in models if m in rows["all"]]
         head = ["question type", "n", *present, "random", "letter prior"]
-        if compare:
+        compare_here = compare and "difference" in rows["all"]
+        if compare_here:
             head.append(f"{compare[1]} − {compare[0]} [95 % CI]")
         lines += [f"\n**{split}**\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for task, row in rows.items():
@@ -93,7 +107,7 @@ def markdown(summary: dict[str, Any], models: list[str], compare: tuple[str, str
                     text += f" ({block['unparsed']} unparsed)"
                 cells.append(text)
             cells += [f"{100 * row[k]:.1f}" if row.get(k) is not None else "–" for k in ("random", "prior")]
-            if compare and "difference" in row:
+            if compare_here:
                 diff = row["difference"]
                 cells.append("–" if diff["difference"] is None else
                              f"{100 * diff['difference']:+.1f} [{100 * diff['ci95'][0]:+.1f}, "
@@ -107,10 +121,12 @@ def main() -> None:
     parser.add_argument("--runs", required=True, type=Path, help="folder holding <model>_<split> eval folders")
     parser.add_argument("--models", nargs="+", default=["base", "warmup", "final"])
     parser.add_argument("--compare", nargs=2, default=None, metavar=("BEFORE", "AFTER"))
+    parser.add_argument("--prior-from", type=Path, default=None,
+                        help="fit the letter prior on these training rows (default: the eval runs' leave-one-out)")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     args = parser.parse_args()
     compare = tuple(args.compare) if args.compare else None
-    summary = summarise(args.runs, args.models, compare)  # type: ignore[arg-type]
+    summary = summarise(args.runs, args.models, compare, args.prior_from)  # type: ignore[arg-type]
     if not summary:
         raise SystemExit(f"no <model>_<split> eval folders with metrics.json under {args.runs}")
     print(markdown(summary, args.models, compare))  # type: ignore[arg-type]

@@ -133,3 +133,23 @@ def test_shards_of_another_model_are_not_merged(tmp_path: Path, tiny_lm_dir: Pat
         run_eval(data, "another-model", out, baselines=(), report=False)
     with pytest.raises(DataFileError, match="0 <= I < N"):
         run_eval(data, str(tiny_lm_dir), out, shard=(2, 2))
+
+
+def test_letter_prior_fit_on_a_training_file(tmp_path: Path, tiny_lm_dir: Path) -> None:
+    """Leave-one-out on balanced letters is adversarial (leaving a question's own letter out makes another
+    letter the most frequent); fit on the training split, the prior is the training letters' mode."""
+    rows = _rows(4)                                     # gold A everywhere
+    for row, letter in zip(rows, "AABB"):
+        row.answer = letter
+    data = _write_rows(tmp_path / "test.jsonl", rows)
+    train = _rows(6)
+    for row in train:
+        row.answer = "B"
+    prior_file = _write_rows(tmp_path / "train.jsonl", train)
+    metrics = run_eval(data, str(tiny_lm_dir), tmp_path / "out", max_new_tokens=2, dtype="float32",
+                       baselines=("prior",), report=False, prior_data=prior_file)
+    prior = metrics["baselines"]["prior"]
+    assert prior["overall"]["micro"] == 0.5 and "train.jsonl (6 questions)" in prior["fit_on"]
+    loo = run_eval(data, str(tiny_lm_dir), tmp_path / "out2", max_new_tokens=2, dtype="float32",
+                   baselines=("prior",), report=False)["baselines"]["prior"]
+    assert loo["fit_on"] == "evaluated questions, leave-one-out"

@@ -54,6 +54,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     extra = parser.add_argument_group("baselines and logical consistency")
     extra.add_argument("--baselines", default="random,prior",
                        help="comma list of random, prior, direct, vlm_only, or 'none' (default: %(default)s)")
+    extra.add_argument("--prior-from", default=None, metavar="FILE",
+                       help="fit the letter-prior baseline on these prompt rows (e.g. the training split, "
+                       "prompts.jsonl of `synth robot`) instead of leave-one-out on the evaluated questions")
     extra.add_argument("--judge", default=None,
                        help="measure logical consistency with this judge: a model name/path or an http(s):// "
                        "OpenAI-compatible endpoint, best another model than the training reward's judge (the "
@@ -157,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
                            report=not args.no_report, completion_prefix=args.completion_prefix,
                            judge_sees_letters=args.judge_sees_letters, judge_scoring=args.judge_scoring,
                            context=context_policy(args), prompt_input=args.input, shard=parse_shard(args.shard),
+                           prior_data=args.prior_from,
                            settings_from_recipe=(
                                {"recipe": str(args.recipe), **from_recipe} if args.recipe else None))
     print_metrics(metrics)

@@ -29,8 +29,9 @@ BASELINES = ("random", "prior", "direct", "vlm_only")
 
 def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, engine_factory: Callable[[], Any],
                   batch_size: int, direct_max_new_tokens: int, perception: Any = None,
-                  context: Any = None) -> dict[str, Any]:
-    """Tables for the requested baselines, keyed by name; ``direct`` prompts follow the ``context`` policy."""
+                  context: Any = None, prior_rows: Sequence[PromptRow] | None = None) -> dict[str, Any]:
+    """Tables for the requested baselines, keyed by name; ``direct`` prompts follow the ``context`` policy;
+    the letter prior is fit on ``prior_rows`` (e.g. the training split) when given, else leave-one-out."""
     from embodied_r.evaluation.predict import generate_resumable, prediction_context
     from embodied_r.inference.context_policy import ContextPolicy
 
@@ -43,7 +44,7 @@ def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, en
         if name == "random":
             tables[name] = random_baseline(rows)
         elif name == "prior":
-            tables[name] = prior_baseline(rows)
+            tables[name] = prior_baseline(rows, prior_rows)
         elif name == "direct":
             predictions, _, _ = generate_resumable(engine_factory, direct_answer_rows(rows),
                                                 out / "baselines" / "direct.jsonl", batch_size, direct_max_new_tokens,

@@ -50,7 +50,7 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
              judge_scoring: str | None = None,
              context: ContextPolicy | None = None,
              settings_from_recipe: dict[str, Any] | None = None, prompt_input: str = "auto",
-             shard: tuple[int, int] | None = None) -> dict[str, Any]:
+             shard: tuple[int, int] | None = None, prior_data: str | Path | None = None) -> dict[str, Any]:
     """Evaluate ``model_name`` on ``data``; write predictions.jsonl, metrics.json (and report.html) into ``out_dir``.
 
     ``baselines`` may name ``random``, ``prior``, ``direct`` and ``vlm_only``; ``judge`` (``policy``, a
@@ -67,6 +67,8 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
     ``shard=(i, n)`` evaluates every n-th question from the i-th into ``out_dir/shard-i-of-n`` (one process
     or GPU per shard); a later run without ``shard`` on the same ``out_dir`` merges the shards'
     predictions (same model, data and settings, checked) and generates only what none of them holds.
+    ``prior_data`` (a prompt-row file, e.g. the training split) is what the letter-prior baseline is fit
+    on; without it the prior is fit leave-one-out on the evaluated questions.
     """
     context = context or ContextPolicy()
     started = time.perf_counter()
@@ -123,8 +125,12 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
             engine_factory, rows, out / "predictions.jsonl", batch_size, max_new_tokens, progress,
             completion_prefix=completion_prefix, context=context)
         text_only = {"direct"} if used_input == "image" else set()  # its prompt is rebuilt from text
+        prior_rows = load_eval_rows(prior_data)[0] if prior_data is not None and "prior" in baselines else None
         baseline_tables = run_baselines([b for b in baselines if b not in text_only], rows, out, engine_factory,
-                                        batch_size, direct_max_new_tokens, perception, context=context)
+                                        batch_size, direct_max_new_tokens, perception, context=context,
+                                        prior_rows=prior_rows)
+        if prior_rows is not None:
+            baseline_tables["prior"]["fit_on"] = f"{prior_data} ({len(prior_rows)} questions)"
         if text_only & set(baselines):
             from embodied_r.evaluation.baselines import not_run
 
