@@ -92,14 +92,15 @@ def markdown(summary: dict[str, Any], models: list[str], compare: tuple[str, str
     lines = []
     for split, rows in summary.items():
         present = [m for m in models if m in rows["all"]]
-        head = ["question type", "n", *present, "random", "letter prior"]
+        head = ["question type", "n" if len({rows["all"][m]["n"] for m in present}) == 1 else
+                "n (" + " / ".join(present) + ")", *present, "random", "letter prior"]
         compare_here = compare and "difference" in rows["all"]
         if compare_here:
             head.append(f"{compare[1]} − {compare[0]} [95 % CI]")
         lines += [f"\n**{split}**\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for task, row in rows.items():
-            n = row[present[0]]["n"]
-            cells = [f"**{task}**" if task == "all" else task, str(n)]
+            counts = list(dict.fromkeys(str(row[m]["n"]) for m in present))  # one, or each model's where they differ
+            cells = [f"**{task}**" if task == "all" else task, " / ".join(counts)]
             for model in present:
                 block = row[model]
                 text = format_interval(block["score"], block["ci95"])
