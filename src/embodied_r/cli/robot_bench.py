@@ -14,8 +14,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
     parser = subparsers.add_parser(
         "robot-bench",
-        help="answer the open-ended Robot-R1 set (bench.jsonl from `synth robot`) and score it 0-3 with a judge",
-        description="Answer the movement / spatial / planning / high-level-action questions of bench.jsonl with "
+        help="answer an open-ended Robot-R1 set (bench_test_in/out.jsonl from `synth robot`) and score it 0-3 with a "
+        "judge that passed a grading probe",
+        description="Answer the movement / spatial / planning / high-level-action questions of a bench file with "
         "a text reasoner (scene written from simulator state), or with --input image a vision-language model "
         "looking at the frame, and have a judge model score each answer 0-3 "
         "against the reference built from the demonstration. Answers are appended to OUT/answers.jsonl "
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         if args.input == "image":
             from embodied_r.evaluation.vl_generation import make_vl_engine
 
-            # The frames' paths in bench.jsonl are relative to its folder.
+            # The frames' paths in a bench file are relative to its folder.
             return make_vl_engine(args.model, engine="transformers", dtype=args.dtype,
                                   image_dir=Path(args.data).parent)
         from embodied_r.evaluation.generation import make_engine
