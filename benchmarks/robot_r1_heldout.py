@@ -34,13 +34,6 @@ def _load(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
     return json.loads((folder / "metrics.json").read_text()), read_jsonl(folder / "predictions.jsonl")
 
 
-def _by_task(predictions: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for p in predictions:
-        out.setdefault(str(p["task"]), []).append(p)
-    return out
-
-
 def training_prior(test_file: str, prior_from: Path) -> dict[str, Any]:
     """The letter-prior baseline fit on the training rows (each task's most frequent training letter)."""
     from embodied_r.evaluation.baselines import prior_baseline

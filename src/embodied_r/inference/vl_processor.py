@@ -148,7 +148,7 @@ def image_only_class(base: type) -> type:
     class ImageOnly(base):  # type: ignore[misc, valid-type]
         def check_argument_for_proper_class(self, argument_name: str, argument: Any) -> Any:
             # transformers 5.x checks each sub-processor's class against a list of registries that
-            # includes VIDEO_PROCESSOR_MAPPING; without torchvision that is a placeholder object with no
+            # includes VIDEO_PROCESSOR_MAPPING; without torchvision that is transformers' dummy object with no
             # ``_extra_content``, so the check crashes with an AttributeError. Only the absent video
             # processor skips it; the tokenizer and the image processor are still checked.
             if argument_name == "video_processor" and argument is None:

@@ -236,7 +236,8 @@ def build_datasets(cfg: SynthConfig) -> dict[str, Any]:
     return summary
 
 
-def _with_split(record: QARecord, split: str) -> QARecord:
+def _with_split(record: Any, split: str) -> Any:
+    """A QARecord or PromptRow with its split recorded in ``meta``."""
     record.meta["split"] = split
     return record
 
@@ -249,9 +250,9 @@ def _write_split(out: Path, split: str, questions: list[QARecord], bench: list[Q
     open_rows = [r for r in (open_prompt_row(q) for q in questions) if r is not None]
     files: dict[str, list[dict[str, Any]]] = {
         "questions": [q.to_dict() for q in questions],
-        "prompts": [_row_with_split(text_prompt_row(q), split) for q in questions],
-        "prompts_vl": [_row_with_split(vl_prompt_row(q), split) for q in questions],
-        "prompts_open": [_row_with_split(r, split) for r in open_rows],
+        "prompts": [_with_split(text_prompt_row(q), split).to_dict() for q in questions],
+        "prompts_vl": [_with_split(vl_prompt_row(q), split).to_dict() for q in questions],
+        "prompts_open": [_with_split(r, split).to_dict() for r in open_rows],
     }
     if split != "train":
         files["bench"] = [b.to_dict() for b in bench]
@@ -264,8 +265,3 @@ def _write_split(out: Path, split: str, questions: list[QARecord], bench: list[Q
     return {"questions": len(questions), "questions_by_type": dict(Counter(q.task for q in questions)),
             "open_ended_rows": len(open_rows), "bench_items": len(bench),
             "bench_by_category": dict(Counter(b.task for b in bench))}
-
-
-def _row_with_split(row: Any, split: str) -> dict[str, Any]:
-    row.meta["split"] = split
-    return row.to_dict()
