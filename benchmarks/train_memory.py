@@ -1,5 +1,6 @@
 """Peak memory of one GRPO policy update: a whole micro-batch (TRL's row-counted batch) against the same
-micro-batch differentiated in token-budget slices (``max_train_batch_tokens``, training/token_budget.py).
+micro-batch differentiated in token-budget slices (``max_train_batch_tokens``, training/token_budget.py),
+and those slices with activation checkpointing (``checkpoint_over_tokens``, the CPU recipes' default).
 
 Each configuration runs in a fresh process (so one's freed memory cannot hide another's peak): load the
 model, build one micro-batch of ``--shape`` (PROMPTSxGENERATIONS) with ~``--prompt-tokens``-token prompts
@@ -7,7 +8,7 @@ model, build one micro-batch of ``--shape`` (PROMPTSxGENERATIONS) with ~``--prom
 ``compute_loss`` + backward on the shared-prefix path. It prints the peak resident memory of each
 process, its rise over the loaded model, the ratio, and the gradient difference between the two.
 
-    python benchmarks/train_memory.py                          # 2x4 at 4,096 prompt tokens, budgets none and 8192
+    python benchmarks/train_memory.py                          # 2x4 at 4,096 prompt tokens: whole, 8192, 8192+ckpt
     python benchmarks/train_memory.py --shape 4x4 --budget 4096
 """
 
@@ -48,6 +49,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         trainer.model.train()
         trainer.current_gradient_accumulation_steps = 1  # what Trainer sets at the start of a step
         trainer.max_train_batch_tokens = args.child_budget or None
+        trainer.checkpoint_over_tokens = args.child_checkpoint or None
         tok = trainer.processing_class
         prompts, generations = (int(x) for x in args.shape.lower().split("x"))
         members, columns = update_members(tok, prompts, generations, args)
@@ -58,12 +60,14 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         loss.backward()
         seconds = time.perf_counter() - start
     torch.save([p.grad for p in trainer.model.parameters() if p.grad is not None], args.child_grads)
-    return {"budget": args.child_budget or None, "rows": len(members), "prompt_columns": columns,
+    return {"budget": args.child_budget or None, "checkpoint_over_tokens": args.child_checkpoint or None,
+            "rows": len(members), "prompt_columns": columns,
             "loaded_gib": loaded, "peak_gib": peak_gib(), "seconds": seconds, "loss": float(loss)}
 
 
-def run_child(args: argparse.Namespace, budget: int, grads: Path) -> dict[str, Any]:
+def run_child(args: argparse.Namespace, budget: int, grads: Path, checkpoint: int = 0) -> dict[str, Any]:
     argv = [sys.executable, __file__, "--child-budget", str(budget), "--child-grads", str(grads),
+            "--child-checkpoint", str(checkpoint),
             "--shape", args.shape, "--prompt-tokens", str(args.prompt_tokens),
             "--completion-tokens", str(args.completion_tokens), "--model", args.model]
     argv += ["--cap-gib", str(args.cap_gib)]
@@ -76,6 +80,14 @@ def run_child(args: argparse.Namespace, budget: int, grads: Path) -> dict[str, A
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def gradient_difference(path: Path, reference: Path) -> float:
+    """Relative L2 difference of two saved gradient lists."""
+    import torch
+
+    a, b = torch.load(path), torch.load(reference)
+    return float(torch.sqrt(sum(((x - y) ** 2).sum() for x, y in zip(a, b))) / torch.sqrt(sum((y**2).sum() for y in b)))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="smollm2-135m-instruct")
@@ -83,40 +95,45 @@ def main() -> int:
     parser.add_argument("--prompt-tokens", type=int, default=4096, help="the CPU recipes' max_prompt_tokens")
     parser.add_argument("--completion-tokens", type=int, default=64)
     parser.add_argument("--budget", type=int, default=8192, help="max_train_batch_tokens of the sliced run")
+    parser.add_argument("--checkpoint-over", type=int, default=2048,
+                        help="checkpoint_over_tokens of the third run (slices with activation checkpointing)")
     parser.add_argument("--cap-gib", type=float, default=16.0,
                         help="address-space cap of each update's process (a run over it is reported as such)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--child-budget", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-grads", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child-checkpoint", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_budget is not None:
         print(json.dumps(child(args)))
         return 0
 
-    import torch
-
     with tempfile.TemporaryDirectory() as tmp:
         whole = run_child(args, 0, Path(tmp) / "whole.pt")
         sliced = run_child(args, args.budget, Path(tmp) / "sliced.pt")
-        difference = None
-        if "failed" not in whole and "failed" not in sliced:
-            a, b = torch.load(Path(tmp) / "sliced.pt"), torch.load(Path(tmp) / "whole.pt")
-            difference = float(torch.sqrt(sum(((x - y) ** 2).sum() for x, y in zip(a, b)))
-                               / torch.sqrt(sum((y**2).sum() for y in b)))
+        checkpointed = run_child(args, args.budget, Path(tmp) / "checkpointed.pt", args.checkpoint_over)
+        differences = {name: gradient_difference(Path(tmp) / f"{name}.pt", Path(tmp) / "whole.pt")
+                       for name, r in (("sliced", sliced), ("checkpointed", checkpointed))
+                       if "failed" not in r and "failed" not in whole}
     print(f"\nGRPO policy update, {args.model} fp32, micro-batch {args.shape}, prompts ~{args.prompt_tokens} "
           f"tokens, completions <= {args.completion_tokens}; each in its own process under a {args.cap_gib:g} GiB cap")
-    print(f"{'run':28s} {'peak GiB':>9s} {'rise GiB':>9s} {'seconds':>8s}")
-    for name, r in (("whole micro-batch (TRL)", whole), (f"slices of <= {args.budget} tokens", sliced)):
+    print(f"{'run':44s} {'peak GiB':>9s} {'rise GiB':>9s} {'seconds':>8s}  vs whole")
+    runs = (("whole micro-batch (TRL)", whole, None),
+            (f"slices of <= {args.budget} tokens", sliced, "sliced"),
+            (f"slices + checkpointing over {args.checkpoint_over} tokens", checkpointed, "checkpointed"))
+    for name, r, key in runs:
         if "failed" in r:
-            print(f"{name:28s} {r['failed']}")
-        else:
-            print(f"{name:28s} {r['peak_gib']:9.2f} {r['peak_gib'] - r['loaded_gib']:9.2f} {r['seconds']:8.1f}")
-    if difference is not None:
-        print(f"peak ratio whole/sliced {whole['peak_gib'] / sliced['peak_gib']:.2f}x; |loss diff| "
-              f"{abs(whole['loss'] - sliced['loss']):.2e}, gradient relative difference {difference:.2e}")
+            print(f"{name:44s} {r['failed']}")
+            continue
+        line = f"{name:44s} {r['peak_gib']:9.2f} {r['peak_gib'] - r['loaded_gib']:9.2f} {r['seconds']:8.1f}"
+        if key in differences:
+            line += (f"  peak {whole['peak_gib'] / r['peak_gib']:.2f}x lower, |loss diff| "
+                     f"{abs(whole['loss'] - r['loss']):.2e}, gradient rel. diff {differences[key]:.2e}")
+        print(line)
     if args.json:
         args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "whole": whole,
-                                         "sliced": sliced, "grad_rel_diff": difference}, indent=2))
+                                         "sliced": sliced, "checkpointed": checkpointed,
+                                         "grad_rel_diff": differences}, indent=2))
     return 0
 
 

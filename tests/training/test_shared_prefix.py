@@ -355,3 +355,33 @@ def test_packs_whose_attention_would_not_fit_take_the_per_row_path(tiny_lm_dir, 
         assert shared_prefix.stock_path_reason(trainer.model, ids, mask, keep, False, {})[0] is None
     reason, _ = shared_prefix.stock_path_reason(trainer.model, ids, mask, keep, False, {})
     assert reason is not None and "backward pass" in reason
+
+
+@pytest.mark.parametrize("compute_entropy", [True, False])
+def test_the_compact_head_equals_trls_fused_head(tiny_lm_dir, tmp_path, compute_entropy) -> None:
+    # On CPUs only the completion columns go through the LM head (shared_prefix.CompactHead); GPUs keep
+    # TRL's fused head. Both give the same values and the same gradients; a pack too wide for the compact
+    # head's logit budget falls back to the fused one.
+    trainer = make_trainer(tiny_lm_dir, tmp_path)
+    tok = trainer.processing_class
+    batch = make_batch([4, 11, 7, 7], 4, 9, tok.pad_token_id, tok.eos_token_id, mask_truncated=True)
+    ids, mask, keep = joined(batch)
+    groups = shared_prefix.find_groups(ids[:, :-keep], mask[:, :-keep])
+    head = shared_prefix.compact_head(trainer.model, ids.device, trainer.temperature, False)
+    assert head is not None and head.temperature == trainer.temperature
+    too_narrow = shared_prefix.CompactHead(trainer.temperature, max_logit_bytes=1)
+    results = []
+    for choice in (None, head, too_narrow):
+        trainer.model.zero_grad(set_to_none=True)
+        values, entropies = shared_prefix.shared_prefix_logps(trainer.model, ids, mask, keep, groups,
+                                                              compute_entropy=compute_entropy, head=choice)
+        (values.sum() + (entropies.sum() if compute_entropy else 0)).backward()
+        results.append((values.detach(), entropies, {n: p.grad.clone() for n, p in trainer.model.named_parameters()}))
+    (fused, fused_entropy, fused_grads), (compact, compact_entropy, compact_grads) = results[0], results[1]
+    torch.testing.assert_close(compact, fused, **FP32)
+    if compute_entropy:
+        torch.testing.assert_close(compact_entropy.detach(), fused_entropy.detach(), **FP32)
+    assert_gradients_close(compact_grads, fused_grads, GRAD_RTOL_FP32)
+    torch.testing.assert_close(results[2][0], fused, rtol=0, atol=0)  # the fused head itself, bit for bit
+    # Off the CPU, TRL's head (it scores only the completion positions there already).
+    assert shared_prefix.compact_head(trainer.model, torch.device("cuda"), 1.0, False) is None

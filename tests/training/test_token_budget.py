@@ -150,3 +150,111 @@ def test_slices_are_sized_for_the_per_row_path_when_packs_would_not_fit(tiny_lm_
     assert all(rows * columns <= 3 * width for rows, columns in shapes) and len(shapes) >= 5, shapes
     torch.testing.assert_close(loss, whole_loss, rtol=1e-5, atol=1e-7)
     assert_gradients_close(grads, whole_grads, GRAD_RTOL_FP32)
+
+
+class LayerCalls:
+    """How many times the first decoder layer's MLP started: twice per backward pass when checkpointed
+    (the layer's ``forward`` is what is recomputed, so the modules inside it run again; a pre-hook, because
+    the recomputation stops as soon as the last saved tensor is back, before the MLP returns)."""
+
+    def __init__(self, model: Any) -> None:
+        self.count = 0
+        self.handle = model.model.layers[0].mlp.register_forward_pre_hook(self._record)
+
+    def _record(self, *_: Any) -> None:
+        self.count += 1
+
+
+@pytest.mark.parametrize("budget", [None, 40])
+@pytest.mark.parametrize("shared", [True, False])
+def test_checkpointing_long_backward_passes_keeps_loss_and_gradients(tiny_lm_dir, tmp_path, shared, budget) -> None:
+    trainer = make_trainer(tiny_lm_dir, tmp_path, beta=0.04, num_iterations=2)
+    perturb(trainer.ref_model, seed=1)
+    tok = trainer.processing_class
+    batch = make_batch([5, 13, 8, 8], 4, 10, tok.pad_token_id, tok.eos_token_id, seed=3, mask_truncated=True)
+    inputs = grpo_inputs(trainer, batch, shared, seed=7)
+    perturb(trainer.model, seed=2, scale=0.01)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    trainer.max_train_batch_tokens = budget if shared else (budget and 2 * (batch["prompt_ids"].size(1) + 10))
+    calls = LayerCalls(trainer.model)
+    trainer.checkpoint_over_tokens = None
+    plain_loss, plain_grads = loss_and_gradients(trainer, inputs, shared)
+    plain_calls, calls.count = calls.count, 0
+    trainer.checkpoint_over_tokens = 1  # every backward pass holds more
+    loss, grads = loss_and_gradients(trainer, inputs, shared)
+    torch.testing.assert_close(loss, plain_loss, rtol=1e-5, atol=1e-7)
+    assert_gradients_close(grads, plain_grads, GRAD_RTOL_FP32)
+    assert calls.count == 2 * plain_calls  # each layer's forward ran again in the backward
+    assert not trainer.model.is_activation_checkpointing  # only for the update: generation stays fast
+    calls.count = 0
+    trainer.checkpoint_over_tokens = 10**6  # nothing is that long: the fast path
+    loss_and_gradients(trainer, inputs, shared)
+    assert calls.count == plain_calls
+
+
+def test_checkpointing_leaves_no_embedding_hooks_behind_with_lora(tiny_lm_dir, tmp_path) -> None:
+    from peft import LoraConfig, get_peft_model
+
+    trainer = make_trainer(tiny_lm_dir, tmp_path)
+    tok = trainer.processing_class
+    batch = make_batch([5, 9], 2, 6, tok.pad_token_id, tok.eos_token_id)
+    inputs = grpo_inputs(trainer, batch, shared=True, seed=1)
+    trainer.model = get_peft_model(trainer.model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    trainer.checkpoint_over_tokens = 1
+    base = trainer.model.get_base_model()
+    embedding_hooks = len(base.get_input_embeddings()._forward_hooks)
+    for _ in range(3):
+        trainer.model.zero_grad(set_to_none=True)
+        trainer.compute_loss(trainer.model, inputs).backward()
+    lora_grads = [p.grad for name, p in trainer.model.named_parameters() if "lora_" in name and p.requires_grad]
+    assert lora_grads and any(float(g.abs().sum()) > 0 for g in lora_grads)  # gradients reach the adapters
+    assert len(base.get_input_embeddings()._forward_hooks) == embedding_hooks
+    assert not base.is_activation_checkpointing
+
+
+def test_checkpointed_packs_are_held_one_layer_at_a_time(tiny_lm_dir, tmp_path, monkeypatch) -> None:
+    # A pack whose dense attention over all layers is over the cap but one layer's is not stays on the
+    # shared-prefix path when checkpointed (its backward holds one layer's probabilities at a time).
+    from embodied_r.training import shared_prefix
+
+    trainer = make_trainer(tiny_lm_dir, tmp_path)
+    tok = trainer.processing_class
+    batch = make_batch([5, 13], 4, 10, tok.pad_token_id, tok.eos_token_id, seed=3)
+    inputs = grpo_inputs(trainer, batch, shared=True, seed=7)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    everything = list(range(batch["prompt_ids"].size(0)))
+    held = trainer._dense_attention_bytes(trainer.model, inputs, everything)
+    monkeypatch.setattr(shared_prefix, "MAX_DENSE_ATTENTION_BYTES", held - 1)
+    forwards = ForwardLog(trainer.model)
+    trainer.checkpoint_over_tokens = None
+    loss_and_gradients(trainer, inputs, shared=True)
+    assert forwards.take() == [tuple(batch["prompt_ids"].shape[:1]) + (batch["prompt_ids"].size(1) + 10,)]
+    trainer.checkpoint_over_tokens = 1
+    loss_and_gradients(trainer, inputs, shared=True)
+    packs = forwards.take()
+    assert packs and all(rows == 2 for rows, _ in packs), packs  # two packed sequences, forward and recompute
+
+
+def test_recipe_checks_the_checkpoint_threshold(tiny_recipe) -> None:
+    for bad in (0, -5, "abc", True, 1.5):
+        with pytest.raises(RecipeError, match="checkpoint_over_tokens"):
+            load_recipe(tiny_recipe(checkpoint_over_tokens=bad, gradient_checkpointing=False))
+    recipe = load_recipe(tiny_recipe(checkpoint_over_tokens=2048, gradient_checkpointing=False))
+    assert recipe.checkpoint_over_tokens == 2048
+    # TRL's GRPOConfig checkpoints every batch unless told otherwise: the threshold would do nothing.
+    for conflicting in ({}, {"gradient_checkpointing": True}):
+        with pytest.raises(RecipeError, match="set gradient_checkpointing: false"):
+            load_recipe(tiny_recipe(checkpoint_over_tokens=2048, **conflicting))
+
+
+def test_a_training_run_checkpoints_long_backward_passes_and_finishes(tiny_recipe, varying_reward, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="embodied_r.training.grpo")
+    recipe = load_recipe(tiny_recipe(rewards=[varying_reward, "format"], checkpoint_over_tokens=8,
+                                     gradient_checkpointing=False, save_steps=100))
+    summary = train(recipe)
+    assert summary["global_step"] == 2 and math.isfinite(summary["train_loss"])
+    assert any("recomputes activations layer by layer" in r.getMessage() for r in caplog.records)

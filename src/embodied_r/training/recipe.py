@@ -77,6 +77,11 @@ class Recipe:
     # is differentiated in slices of whole prompt groups, with the same gradient; null = TRL's whole
     # micro-batch. Bounds memory by tokens where per_device_train_batch_size counts rows.
     max_train_batch_tokens: int | None = None
+    # A backward pass over more tokens than this (a micro-batch, or its largest slice) recomputes the
+    # decoder layers' activations instead of keeping them (activation checkpointing): a fraction of the
+    # memory for some more update time, so short micro-batches keep the fast path. Needs TRL's
+    # gradient_checkpointing: false (its GRPOConfig default, true, checkpoints every batch); null = off.
+    checkpoint_over_tokens: int | None = None
     description: str = ""
     trl: dict[str, Any] = field(default_factory=dict)
 
@@ -259,9 +264,14 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
         raise RecipeError(f"{source}: 'prompt_version' must be one of {sorted(TEMPLATES)} or null, "
                           f"got {recipe.prompt_version!r}")
     check_attention(recipe.attn_implementation, source)
-    budget = recipe.max_train_batch_tokens
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
-        raise RecipeError(f"{source}: 'max_train_batch_tokens' must be a positive integer or null, got {budget!r}")
+    for key in ("max_train_batch_tokens", "checkpoint_over_tokens"):
+        budget = getattr(recipe, key)
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+            raise RecipeError(f"{source}: {key!r} must be a positive integer or null, got {budget!r}")
+    if recipe.checkpoint_over_tokens is not None and recipe.trl.get("gradient_checkpointing", True) is not False:
+        raise RecipeError(f"{source}: 'checkpoint_over_tokens' decides which backward passes are checkpointed, "
+                          "but gradient_checkpointing (true unless set: TRL's GRPOConfig default) checkpoints "
+                          "every one: set gradient_checkpointing: false, or checkpoint_over_tokens: null")
     try:
         context_policy(recipe)
     except ValueError as exc:

@@ -20,10 +20,11 @@ realises it with one masked forward pass instead of a custom attention operator)
 token is repeated at the start of every block because its hidden state predicts each completion's
 first token, and TRL's fused LM head scores one label per position.
 
-The model is called through TRL's fused LM head (``fused_lm_head=True`` with pre-shifted labels), so
-temperature, logit scaling, soft-capping and ``cast_lm_head_to_fp32`` are applied exactly as in the
-stock path. ``unsupported_reason`` lists what this packing cannot reproduce exactly; the trainer then
-uses TRL's own method.
+On GPUs the model is called through TRL's fused LM head (``fused_lm_head=True`` with pre-shifted labels),
+so temperature, logit scaling, soft-capping and ``cast_lm_head_to_fp32`` are applied exactly as in the
+stock path; on CPUs only the completion columns go through the model's own LM head (``CompactHead``).
+``unsupported_reason`` lists what this packing cannot reproduce exactly; the trainer then uses TRL's own
+method.
 """
 
 from __future__ import annotations
@@ -66,6 +67,11 @@ def unwrap(model: Any) -> Any:
     while hasattr(model, "module") and not hasattr(model, "config"):
         model = model.module
     return model
+
+
+def checkpointing_active(model: Any) -> bool:
+    """Whether the model's decoder layers recompute their activations in the backward pass."""
+    return any(getattr(module, "gradient_checkpointing", False) for module in unwrap(model).modules())
 
 
 def unsupported_reason(model: Any, sequence_length: int) -> str | None:
@@ -234,12 +240,14 @@ def shared_prefix_logps(
     batch_size: int | None = None,
     compute_entropy: bool = False,
     autocast: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    head: CompactHead | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probabilities (and entropies) of each row's completion, shaped (B, logits_to_keep)
     and zero where the completion mask is 0, as TRL's ``_get_per_token_logps_and_entropies`` returns.
 
-    ``model`` must carry TRL's fused LM head (``add_fused_lm_head``); ``groups`` come from
-    ``find_groups``; ``batch_size`` bounds the padded tokens of one forward as it bounds TRL's rows."""
+    ``model`` must carry TRL's fused LM head (``add_fused_lm_head``), used where ``head`` is None or the
+    pack is too wide for it; ``groups`` come from ``find_groups``; ``batch_size`` bounds the padded tokens
+    of one forward as it bounds TRL's rows."""
     device = input_ids.device
     cpu_ids, cpu_mask = input_ids.cpu(), attention_mask.cpu()
     prompt_ids, completion_ids = cpu_ids[:, :-logits_to_keep], cpu_ids[:, -logits_to_keep:]
@@ -255,7 +263,7 @@ def shared_prefix_logps(
     logps_parts, entropy_parts, targets = [], [], []
     for chunk in chunk_groups(groups, sizes, budget):
         packed = pack_groups(prompt_ids, prompt_mask, completion_ids, completion_mask, [groups[i] for i in chunk])
-        chunk_logps, chunk_entropies = _score(model, packed, device, compute_entropy, autocast)
+        chunk_logps, chunk_entropies = _score(model, packed, device, compute_entropy, autocast, head)
         logps_parts.append(chunk_logps)
         entropy_parts.append(chunk_entropies)
         targets.append(packed.target)
@@ -273,20 +281,65 @@ def _score(
     device: torch.device,
     compute_entropy: bool,
     autocast: Callable[[], contextlib.AbstractContextManager[Any]],
+    head: CompactHead | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One forward of ``packed`` through the fused LM head; the scored tokens' values, in pack order."""
+    """One forward of ``packed``; the scored tokens' log-probabilities (and entropies), in pack order.
+
+    With ``head``, only the columns from the first scored position on go through the LM head (the
+    model's own ``logits_to_keep``) and only the scored tokens are normalised; otherwise TRL's fused LM
+    head scores every position of the pack, as it does on devices without Triton."""
     base = unwrap(model)
     mask = block_mask(packed.segments.to(device), base.config._attn_implementation, base.dtype)
-    with autocast():
-        outputs = model(
-            input_ids=packed.input_ids.to(device),
-            attention_mask=mask,
-            position_ids=packed.position_ids.to(device),
-            shift_labels=packed.shift_labels.to(device),
-            fused_lm_head=True,
-        )
     source = (packed.source[0].to(device), packed.source[1].to(device))
+    inputs = {"input_ids": packed.input_ids.to(device), "attention_mask": mask,
+              "position_ids": packed.position_ids.to(device)}
+    first = int(packed.source[1].min())
+    keep = packed.input_ids.size(1) - first
+    if head is not None and head.fits(packed.input_ids.size(0) * keep, base):
+        with autocast():
+            outputs = model(**inputs, logits_to_keep=keep, use_cache=False)
+        logits = outputs.logits[source[0], source[1] - first].float() / head.temperature
+        log_probs = torch.log_softmax(logits, dim=-1)
+        labels = packed.shift_labels.to(device)[source]
+        values = log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+        entropy = -(log_probs.exp() * log_probs).sum(-1) if compute_entropy else None
+        return values, entropy
+    with autocast():
+        outputs = model(**inputs, shift_labels=packed.shift_labels.to(device), fused_lm_head=True)
     return outputs.log_probs[source], outputs.entropy[source] if compute_entropy else None
+
+
+@dataclass(frozen=True)
+class CompactHead:
+    """Scoring only the completion columns with the model's own LM head, instead of TRL's fused head.
+
+    Why: off Triton devices (CPUs), TRL's fused head projects and normalises every position of a sequence,
+    prompt included, and keeps whole tiles of vocabulary-wide logits for the backward pass: for a 4,096-token
+    prompt that is most of the update's memory, and with ~700-token prompts most of the head's compute is on
+    positions nobody scores. The values are the same: logits over the temperature, log-softmax in fp32 (the
+    models packed here have no soft-capping or logit scaling). The logits are materialised, so a pack whose
+    kept columns would exceed ``max_logit_bytes`` uses TRL's fused, tiled head."""
+
+    temperature: float
+    max_logit_bytes: int = 2**30
+
+    def fits(self, positions: int, model: Any) -> bool:
+        vocab = model.config.get_text_config().vocab_size
+        return positions * vocab * 4 <= self.max_logit_bytes
+
+
+def compact_head(model: Any, device: torch.device, temperature: float,
+                 cast_lm_head_to_fp32: bool) -> CompactHead | None:
+    """The compact head where it computes what TRL's fused head does, else None (TRL's head). On CUDA and
+    other Triton devices TRL's head already scores only the completion positions, in tiles."""
+    config = unwrap(model).config.get_text_config()
+    if device.type != "cpu" or getattr(config, "final_logit_softcapping", None) is not None:
+        return None
+    if getattr(config, "logits_scaling", None) is not None or getattr(config, "logit_scale", None) is not None:
+        return None
+    if cast_lm_head_to_fp32 and unwrap(model).dtype != torch.float32:
+        return None  # TRL projects in fp32 then; the model's own head projects in its dtype
+    return CompactHead(temperature)
 
 
 def scatter_rows(
@@ -334,17 +387,20 @@ def stock_path_reason(
 
 # A block mask sends SDPA to its math kernel, which keeps every layer's attention probabilities
 # (heads x length^2) for the backward pass: ~2 GB for the demo's two ~900-token packs with SmolLM2, ~20 GB
-# for one pack of a 4,096-token prompt. Above this the per-row path (causal, memory-efficient) is used.
+# for one pack of a 4,096-token prompt (~0.7 GB with activation checkpointing, which holds one layer's at a
+# time). Above this the per-row path (causal, memory-efficient) is used.
 MAX_DENSE_ATTENTION_BYTES = 4 * 2**30
 
 
 def dense_attention_bytes(model: Any, groups: list[list[int]], attention_mask: torch.Tensor,
                           logits_to_keep: int) -> int:
     """Bytes the packed forward keeps for the backward pass in attention probabilities: layers x heads x
-    the sum of each pack's length squared x the element size."""
+    the sum of each pack's length squared x the element size (one layer's worth while activations are
+    checkpointed: the backward recomputes them a layer at a time)."""
     config = unwrap(model).config.get_text_config()
+    layers = 1 if checkpointing_active(model) else config.num_hidden_layers
     prompt_lengths = attention_mask[:, :-logits_to_keep].sum(1).tolist()
     lengths = attention_mask[:, -logits_to_keep:].sum(1).tolist()
     squares = sum(packed_length(g, prompt_lengths, lengths) ** 2 for g in groups)
     element = torch.finfo(unwrap(model).dtype).bits // 8
-    return int(config.num_hidden_layers * config.num_attention_heads * squares * element)
+    return int(layers * config.num_attention_heads * squares * element)
