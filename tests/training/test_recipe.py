@@ -208,8 +208,11 @@ def test_check_rehearses_a_cluster_run(capsys: pytest.CaptureFixture) -> None:
 
 def test_the_process_group_gets_the_recipes_ddp_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     # accelerate creates the process group on the first PartialState(); train() makes that first call
-    # with the recipe's timeout (TRL's GRPOConfig, which carries ddp_timeout, exists only later).
+    # with the recipe's timeout (TRL's GRPOConfig, which carries ddp_timeout, exists only later), and
+    # asks for gloo (cpu=True) without CUDA: otherwise launched ranks on a CPU never join one group.
     from datetime import timedelta
+
+    import torch
 
     from embodied_r.training import grpo
 
@@ -223,8 +226,10 @@ def test_the_process_group_gets_the_recipes_ddp_timeout(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(grpo, "PartialState", Recorder)
     grpo.process_state(load_recipe(None, ["train_data=toy:2", "ddp_timeout=600"]))
-    grpo.process_state(load_recipe(None, ["train_data=toy:2"]))
-    assert seen == [{"timeout": timedelta(seconds=600)}, {"timeout": timedelta(seconds=1800)}]
+    grpo.process_state(load_recipe(None, ["train_data=toy:2", "use_cpu=true"]))
+    no_cuda = not torch.cuda.is_available()
+    assert seen == [{"cpu": no_cuda, "timeout": timedelta(seconds=600)},
+                    {"cpu": True, "timeout": timedelta(seconds=1800)}]
 
 
 def test_attention_implementation_reaches_policy_and_judge_and_is_checked(tiny_lm_dir: Path) -> None:

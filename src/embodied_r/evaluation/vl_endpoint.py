@@ -1,7 +1,7 @@
 """Image prompt rows answered by a vision-language model behind an OpenAI-compatible endpoint.
 
 ``eval --model http://HOST:PORT/v1`` (vLLM or SGLang serving Qwen2.5-VL, or a hosted VLM) on image rows.
-Requests go through the perception stage's client (``perception.openai_client.OpenAIBackend``: bounded
+Requests go through the perception stage's client (``perception.openai_client.ChatBackend``: bounded
 concurrency, timeouts, retries with backoff, the API key from ``$OPENAI_API_KEY``), with the row's own
 chat messages as the body and each image part sent as a base64 JPEG data URL (``jpeg_data_url``).
 Decoding is greedy (temperature 0). The served model is the one the endpoint lists at ``/models``.
@@ -25,7 +25,7 @@ from embodied_r.evaluation.generation import Engine, _require_unskipped
 from embodied_r.evaluation.image_prompts import image_parts, resolve_image
 from embodied_r.inference.context_policy import ContextError, ContextPolicy, FittedPrompt
 from embodied_r.perception.backends import FrameRequest, FrameResult
-from embodied_r.perception.openai_client import OpenAIBackend, jpeg_data_url
+from embodied_r.perception.openai_client import ChatBackend, OpenAIBackend, jpeg_data_url
 from embodied_r.reasoning.models import ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -33,17 +33,6 @@ logger = logging.getLogger(__name__)
 
 class EndpointError(ModelLoadError):
     """The endpoint cannot answer these rows (no single served model, failed requests, a prefilled turn)."""
-
-
-class _ChatBackend(OpenAIBackend):
-    """The perception client sending whole chats: ``request.context["messages"]`` is the body's messages
-    (the perception payload sends one user turn; eval rows carry a system prompt too)."""
-
-    def payload(self, request: FrameRequest) -> dict[str, Any]:
-        body = {"model": self.model, "messages": request.context["messages"], "temperature": self.temperature,
-                "max_tokens": self.max_tokens}
-        body.update(self.extra_body)
-        return body
 
 
 def openai_messages(messages: Messages, image_dir: Path | None, jpeg_quality: int = 90) -> list[dict[str, Any]]:
@@ -91,14 +80,9 @@ class EndpointVLEngine(Engine):
         """The model the endpoint serves (its only entry at ``/models``)."""
         if self._served_model:
             return self._served_model
-        import httpx
-
-        probe = OpenAIBackend(model="", base_url=self.base_url)
-        probe.check_reachable()
         try:
-            listing = httpx.get(f"{self.base_url}/models", headers=probe._headers(), timeout=30.0).json()
-            served = [str(m["id"]) for m in listing.get("data", [])]
-        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            served = OpenAIBackend(model="", base_url=self.base_url).served_models()
+        except ValueError as exc:
             raise EndpointError(f"{self.base_url}/models did not list the served models ({exc})") from exc
         if len(served) != 1:
             raise EndpointError(f"{self.base_url} serves {served or 'no model'}; eval needs an endpoint serving "
@@ -128,10 +112,10 @@ class EndpointVLEngine(Engine):
         """One completion per prompt, ``batch_size`` requests at a time (each finished batch is handed to
         ``on_batch``); failed requests raise ``EndpointError`` after the rest are done."""
         _require_unskipped(fitted)
-        backend = _ChatBackend(model=self.served_model(), base_url=self.base_url,
-                               concurrency=max(1, min(self.concurrency, batch_size)), timeout=self.timeout,
-                               max_retries=self.max_retries, temperature=temperature if do_sample else 0.0,
-                               max_tokens=max_new_tokens, extra_body={"top_p": top_p} if do_sample else None)
+        backend = ChatBackend(model=self.served_model(), base_url=self.base_url,
+                              concurrency=max(1, min(self.concurrency, batch_size)), timeout=self.timeout,
+                              max_retries=self.max_retries, temperature=temperature if do_sample else 0.0,
+                              max_tokens=max_new_tokens, extra_body={"top_p": top_p} if do_sample else None)
         results = [""] * len(fitted)
         errors: list[str] = []
         replies: dict[int, FrameResult] = {}
@@ -144,7 +128,7 @@ class EndpointVLEngine(Engine):
         step = max(1, batch_size)
         for start in range(0, len(fitted), step):
             indices = list(range(start, min(start + step, len(fitted))))
-            # The perception client's request type carries the chat (see _ChatBackend); the rest is unused.
+            # The perception client's request type carries the chat (see ChatBackend); the rest is unused.
             requests = (FrameRequest(key=str(i), qa_id=str(i), frame_index=0, video=Path(), image_timestamps=(),
                                      prompt="", output="",
                                      context={"messages": openai_messages(fitted[i].messages or [], self.image_dir,

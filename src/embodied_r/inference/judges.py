@@ -26,17 +26,22 @@ What callers and judges guarantee together:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from embodied_r.core.chat import last_user_text
 from embodied_r.inference.context_policy import token_budget_batches
 from embodied_r.inference.letter_mask import mask_option_letters
 from embodied_r.reasoning.parsing import DEFAULT_LETTERS, option_letters, option_texts
+
+if TYPE_CHECKING:
+    from embodied_r.perception.backends import FrameRequest, FrameResult
+    from embodied_r.perception.openai_client import ChatBackend
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +49,9 @@ JUDGE_SYSTEM = "You are a careful assistant that answers multiple-choice questio
 _QUESTION_RE = re.compile(r"Question\s*:", re.IGNORECASE)
 # Endpoints have no tokenizer here: an over-long think is cut from the front to this many characters.
 MAX_THINK_CHARS = 6000
+# An endpoint judge's reply budget: one letter, with room for a space or a full stop where the server
+# cannot constrain the reply to the letters.
+REPLY_TOKENS = 4
 CUT_MARK = "... "
 SCORING_RULES = ("option-text", "letter")
 DEFAULT_SCORING = "option-text"
@@ -185,8 +193,9 @@ class ReferenceJudge:
         from embodied_r.reasoning.models import load_reasoner
 
         try:
-            model, tokenizer = load_reasoner(name_or_path, dtype=dtype, device=device or default_device(),
-                                             attn_implementation=attn_implementation)
+            with zero3_switched_off():
+                model, tokenizer = load_reasoner(name_or_path, dtype=dtype, device=device or default_device(),
+                                                 attn_implementation=attn_implementation)
         except Exception as exc:  # noqa: BLE001 - any load failure becomes one clear error, before training
             raise JudgeError(
                 f"cannot load the judge model {name_or_path!r} ({type(exc).__name__}: {exc}); give a built-in "
@@ -447,13 +456,42 @@ def default_device() -> str:
 # ---------------------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def zero3_switched_off() -> Iterator[None]:
+    """Models loaded inside are whole on every rank even where DeepSpeed ZeRO-3 is on.
+
+    Why: a judge is frozen and every rank judges its own rows, so a judge sharded across ranks would need
+    all of them in each forward pass and deadlock when they judge different numbers of rows. transformers
+    shards every ``from_pretrained`` once any ``TrainingArguments`` has set ZeRO-3 up (a module-level weak
+    reference, set for instance by the format warm-up's ``SFTConfig`` before the judge of the warmed-up
+    policy is loaded); it is cleared for the load and put back after.
+    """
+    from transformers.integrations import deepspeed as hf_deepspeed
+
+    reference = hf_deepspeed._hf_deepspeed_config_weak_ref  # the only handle transformers keeps
+    active = reference() if reference is not None else None
+    if active is None:
+        yield
+        return
+    hf_deepspeed.unset_hf_deepspeed_config()
+    try:
+        yield
+    finally:
+        hf_deepspeed.set_hf_deepspeed_config(active)
+
+
 class OpenAIJudge:
     """A reference model behind an OpenAI-compatible chat endpoint.
 
-    All prompts of a step are sent concurrently (bounded), with greedy decoding of a few tokens; on
-    vLLM, ``extra_body={"structured_outputs": {"choice": [...]}}`` (added when ``constrain=True``)
-    restricts the reply to the letters. ``check()`` fails fast when the endpoint is unreachable.
-    Without the server's tokenizer an over-long think is cut from the front to ``MAX_THINK_CHARS``.
+    Requests go through the perception stage's HTTP client (``perception.openai_client.ChatBackend``, the
+    one image-row evaluation uses): all prompts of a call are in flight at once, at most
+    ``max_concurrency``, each with a ``timeout`` and up to ``max_retries`` retries with backoff (429, 5xx,
+    timeouts, dropped connections and malformed bodies; other 4xx fail at once). Decoding is greedy with
+    ``REPLY_TOKENS`` tokens; on vLLM, ``extra_body={"structured_outputs": {"choice": [...]}}`` (added when
+    ``constrain=True``) restricts the reply to the letters. A request that still fails fails the whole
+    call with ``JudgeError`` (the reward counts it; it never becomes a reward of 0). ``check()`` fails fast
+    when the endpoint is unreachable or does not serve ``model``. Without the server's tokenizer an
+    over-long think is cut from the front to ``MAX_THINK_CHARS``.
     """
 
     def __init__(
@@ -467,8 +505,12 @@ class OpenAIJudge:
         constrain: bool = True,
         sees_letters: bool = False,
     ) -> None:
+        if not base_url:  # found here, not as a client error in the middle of a training step
+            raise ValueError("an endpoint judge needs a base URL: reference_model: {base_url: "
+                             "http://localhost:8000/v1, model: NAME}")
         self.base_url, self.model, self.timeout = base_url, model, float(timeout)
-        self.api_key = os.environ.get(api_key_env) or "EMPTY"
+        # The key stays in the environment: the client reads it per call and puts it only in a header.
+        self.api_key_env = api_key_env
         self.max_concurrency, self.max_retries, self.constrain = (
             int(max_concurrency),
             int(max_retries),
@@ -479,70 +521,94 @@ class OpenAIJudge:
         self.name = f"{model}@{base_url}"
         self.last_report = JudgeReport()
 
+    def _client(self, concurrency: int = 1) -> ChatBackend:
+        from embodied_r.perception.openai_client import ChatBackend
+
+        return ChatBackend(
+            model=self.model, base_url=self.base_url, api_key_env=self.api_key_env, concurrency=concurrency,
+            timeout=self.timeout, max_retries=self.max_retries, temperature=0.0, max_tokens=REPLY_TOKENS,
+        )
+
     def check(self) -> None:
         """Raise ``JudgeError`` with a clear message unless the endpoint answers and serves ``model``."""
-        from openai import OpenAI
+        from embodied_r.perception.openai_client import ServerUnreachableError
 
-        client = OpenAI(
-            base_url=self.base_url, api_key=self.api_key, timeout=min(self.timeout, 15.0), max_retries=0
-        )
         try:
-            served = [m.id for m in client.models.list().data]
-        except Exception as exc:  # noqa: BLE001
+            served = self._client().served_models(timeout=min(self.timeout, 15.0))
+        except ServerUnreachableError as exc:
             raise JudgeError(
-                f"reference endpoint {self.base_url} is not reachable ({type(exc).__name__}: {exc}); start the "
-                f"server or set reference_model to a local model"
+                f"reference endpoint {self.base_url} is not reachable ({exc}); start the server or set "
+                "reference_model to a local model"
             ) from exc
+        except ValueError as exc:  # it answers, but not with a model listing (e.g. a missing API key)
+            raise JudgeError(f"reference endpoint {self.base_url} did not list its models: {exc}") from exc
         if served and self.model not in served:
             raise JudgeError(f"reference endpoint {self.base_url} serves {served}, not {self.model!r}")
 
     def judge(
         self, questions: Sequence[str], thinks: Sequence[str], options: Sequence[list[str] | None]
     ) -> list[str | None]:
-        import asyncio
-
         self.last_report = JudgeReport(rows=len(questions))
         if not questions:
             return []
-        return asyncio.run(self._judge_all(list(questions), list(thinks), list(options)))
+        letter_sets = [letters_for(opts) for opts in options]
+        requests = [
+            self._request(i, question, think, letters)
+            for i, (question, think, letters) in enumerate(zip(questions, thinks, letter_sets, strict=True))
+        ]
+        replies = self._send(requests)
+        return [reply_letter(reply, letters) for reply, letters in zip(replies, letter_sets, strict=True)]
 
-    async def _judge_all(
-        self, questions: list[str], thinks: list[str], options: list[list[str] | None]
-    ) -> list[str | None]:
-        import asyncio
+    def _request(self, index: int, question: str, think: str, letters: Sequence[str]) -> FrameRequest:
+        """One row as the shared client's request: the judge chat, and the allowed letters if constrained."""
+        from pathlib import Path
 
-        from openai import AsyncOpenAI
+        from embodied_r.perception.backends import FrameRequest
 
-        client = AsyncOpenAI(
-            base_url=self.base_url, api_key=self.api_key, timeout=self.timeout, max_retries=self.max_retries
-        )
-        limit = asyncio.Semaphore(self.max_concurrency)
+        if len(think) > MAX_THINK_CHARS:
+            think = CUT_MARK + think[-MAX_THINK_CHARS:]
+            self.last_report.thinks_cut += 1
+        context: dict[str, Any] = {"messages": judge_messages(question, think, letters)}
+        if self.constrain:
+            context["extra_body"] = {"structured_outputs": {"choice": list(letters)}}
+        # The client's request type is the perception one; only ``key`` and ``context`` are read here.
+        return FrameRequest(key=str(index), qa_id=str(index), frame_index=0, video=Path(), image_timestamps=(),
+                            prompt="", output="", context=context)
 
-        async def one(question: str, think: str, opts: list[str] | None) -> str | None:
-            letters = letters_for(opts)
-            if len(think) > MAX_THINK_CHARS:
-                think = CUT_MARK + think[-MAX_THINK_CHARS:]
-                self.last_report.thinks_cut += 1
-            extra = {"structured_outputs": {"choice": list(letters)}} if self.constrain else None
-            async with limit:
-                reply = await client.chat.completions.create(
-                    model=self.model,
-                    messages=judge_messages(question, think, letters),
-                    max_tokens=4,
-                    temperature=0.0,
-                    extra_body=extra,
-                )
-            text = (reply.choices[0].message.content or "").strip().upper()
-            return next((ch for ch in text if ch in letters), None)
+    def _send(self, requests: list[FrameRequest]) -> list[str]:
+        """Every request's reply text, in order; ``JudgeError`` naming the endpoint when any request fails
+        after its retries (one unanswered row fails the batch: the reward then counts a failed step)."""
+        import threading
 
+        replies: dict[int, FrameResult] = {}
+        lock = threading.Lock()
+
+        def keep(request: FrameRequest, result: FrameResult) -> None:  # called from the client's store thread
+            with lock:
+                replies[int(request.key)] = result
+
+        client = self._client(concurrency=max(1, min(self.max_concurrency, len(requests))))
         try:
-            return list(await asyncio.gather(*(one(q, t, o) for q, t, o in zip(questions, thinks, options))))
-        except Exception as exc:  # noqa: BLE001 - one failed request fails the batch; the reward counts it
+            client.run(requests, keep)
+        except Exception as exc:  # noqa: BLE001 - e.g. unreachable: re-raised as a JudgeError the reward counts
+            raise JudgeError(f"reference endpoint {self.base_url} failed: {type(exc).__name__}: {exc}") from exc
+        failed = [i for i in range(len(requests)) if i not in replies or not replies[i].ok]
+        if failed:
+            first = replies[failed[0]].error if failed[0] in replies else "no reply"
             raise JudgeError(
-                f"reference endpoint {self.base_url} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        finally:
-            await client.close()
+                f"reference endpoint {self.base_url} failed on {len(failed)} of {len(requests)} request(s) "
+                f"(row {failed[0]}: {first})"
+            )
+        return [str(replies[i].text) for i in range(len(requests))]
+
+
+def reply_letter(reply: str, letters: Sequence[str]) -> str | None:
+    """The first allowed letter in an endpoint's reply, read case-blind (None: no allowed letter).
+
+    >>> reply_letter(" b.", ("A", "B", "C")), reply_letter("none", ("A", "B"))
+    ('B', None)
+    """
+    return next((ch for ch in reply.strip().upper() if ch in letters), None)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -13,6 +13,10 @@ stays busy (``benchmarks/perception_client.py`` measures it; docs/performance.md
   in the ``Authorization`` header: never logged, never in settings, records or cache keys.
 - JPEG encoding and pulling the next request (which may decode video) run in a worker thread, and
   ``on_result`` (which writes the cache with fsync) runs in another, so the event loop only does I/O.
+
+``ChatBackend`` is the same client sending whole chats (``request.context["messages"]``): the one HTTP
+client for image-row evaluation (``evaluation.vl_endpoint``) and the consistency judge's endpoint
+(``inference.judges.OpenAIJudge``), so all of them share these retries, timeouts and bounded concurrency.
 """
 
 from __future__ import annotations
@@ -207,6 +211,26 @@ class OpenAIBackend:
                                          f"{exc}); check --base-url and that the server is running, e.g. "
                                          "`vllm serve MODEL --port 8000` for http://localhost:8000/v1") from None
 
+    def served_models(self, timeout: float = 30.0) -> list[str]:
+        """The model ids the server lists at ``/models``. Raises ``ServerUnreachableError`` when nothing
+        answers there, and ``ValueError`` when the answer is not a listing (an HTTP error such as 401, or a
+        body without ``data``), so a wrong key or URL is reported as such, not as "serves no model"."""
+        import httpx
+
+        self.check_reachable(min(timeout, 5.0))
+        url = f"{self.base_url}/models"
+        try:
+            response = httpx.get(url, headers=self._headers(), timeout=httpx.Timeout(timeout))
+        except httpx.HTTPError as exc:  # it answered the check a moment ago: report the URL and the cause
+            raise ServerUnreachableError(f"GET {url} failed ({type(exc).__name__}: {exc})") from exc
+        if response.status_code != 200:
+            hint = f" (check the API key in ${self.api_key_env})" if response.status_code in (401, 403) else ""
+            raise ValueError(f"GET {url} answered HTTP {response.status_code}: {response.text[:300]}{hint}")
+        try:
+            return [str(m["id"]) for m in response.json().get("data", [])]
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"GET {url} did not return a model listing ({type(exc).__name__}: {exc})") from exc
+
     def run(self, requests: Iterable[FrameRequest], on_result: OnResult) -> None:
         self.check_reachable()
         try:
@@ -291,3 +315,17 @@ class OpenAIBackend:
                     task.cancel()
             if failures:
                 raise failures[0]
+
+
+class ChatBackend(OpenAIBackend):
+    """The same client sending whole chats: ``request.context["messages"]`` is the body's messages (the
+    perception payload sends one user turn of images and a prompt; eval rows and judges carry a system
+    prompt too). ``request.context["extra_body"]``, when present, is merged last: options that differ per
+    request, such as a judge's allowed letters (the backend's ``extra_body`` holds those shared by all)."""
+
+    def payload(self, request: FrameRequest) -> dict[str, Any]:
+        body = {"model": self.model, "messages": request.context["messages"], "temperature": self.temperature,
+                "max_tokens": self.max_tokens}
+        body.update(self.extra_body)
+        body.update(request.context.get("extra_body") or {})
+        return body

@@ -67,32 +67,73 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
     completion_prefix: str = ""
     shared_prefix_update: bool = True
     max_train_batch_tokens: int | None = None
+    checkpoint_over_tokens: int | None = None
     left_truncate_to: int | None = None  # prompt tokens kept from the right (context_rule truncate-left-tokens)
 
     def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
         # With max_train_batch_tokens, a micro-batch over the budget is differentiated in slices
         # (training/token_budget.py): every slice but the last runs its backward here, the last one's loss
-        # is returned for the Trainer's backward, carrying the others' values for the logged loss.
-        slices = self._loss_slices(model, inputs)
-        if len(slices) <= 1:
-            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        done = None
-        for rows in slices[:-1]:
-            with self.accelerator.no_sync(model):  # gradients are reduced once, with the last slice
-                part = self._scaled_slice_loss(model, inputs, rows)
-                self.accelerator.backward(part)
-            done = part.detach() if done is None else done + part.detach()
-        return self._scaled_slice_loss(model, inputs, slices[-1]) + done
+        # is returned for the Trainer's backward, carrying the others' values for the logged loss. A
+        # micro-batch whose largest slice is over checkpoint_over_tokens is computed with activation
+        # checkpointing.
+        slices, checkpoint = self._update_plan(model, inputs)
+        with token_budget.activation_checkpointing(model, checkpoint):
+            if len(slices) <= 1:
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            done = None
+            for rows in slices[:-1]:
+                with self.accelerator.no_sync(model):  # gradients are reduced once, with the last slice
+                    part = self._scaled_slice_loss(model, inputs, rows)
+                    self.accelerator.backward(part)
+                done = part.detach() if done is None else done + part.detach()
+            return self._scaled_slice_loss(model, inputs, slices[-1]) + done
 
     def _scaled_slice_loss(self, model: Any, inputs: Any, rows: list[int]) -> Any:
         part = super().compute_loss(model, token_budget.take_rows(inputs, rows))
         return part * token_budget.slice_scale(self.loss_type, inputs, rows)
 
-    def _loss_slices(self, model: Any, inputs: Any) -> list[list[int]]:
-        """Row slices for this micro-batch's backward, or [] to differentiate it whole."""
+    def _update_plan(self, model: Any, inputs: Any) -> tuple[list[list[int]], bool]:
+        """(row slices for this micro-batch's backward, or [] to differentiate it whole; whether to
+        checkpoint activations). Packed slices whose attention would hold too much for the backward pass
+        take the per-row path (shared_prefix.stock_path_reason), so they are sized for it."""
+        if not (model.training and torch.is_grad_enabled()):
+            return [], False
+        width = inputs["prompt_ids"].size(1) + inputs["completion_ids"].size(1)
+        packed = self.shared_prefix_update and shared_prefix.unsupported_reason(model, width) is None
+        slices, checkpoint = self._plan_for(model, inputs, packed)
+        if packed:
+            layers = shared_prefix.unwrap(model).config.get_text_config().num_hidden_layers if checkpoint else 1
+            everything = [list(range(inputs["prompt_ids"].size(0)))]
+            if any(self._dense_attention_bytes(model, inputs, rows) / layers > shared_prefix.MAX_DENSE_ATTENTION_BYTES
+                   for rows in slices or everything):
+                slices, checkpoint = self._plan_for(model, inputs, packed=False)
+        if len(slices) > 1:
+            self._note_once("budget:sliced", logging.INFO,
+                            "max_train_batch_tokens %d: micro-batches over it are differentiated in slices "
+                            "(first: %d rows x %d tokens in %d slices); the gradient is the same",
+                            self.max_train_batch_tokens, inputs["prompt_ids"].size(0), width, len(slices))
+        if checkpoint:
+            self._note_once("checkpoint", logging.INFO,
+                            "checkpoint_over_tokens %d: a backward pass over more tokens recomputes activations "
+                            "layer by layer instead of keeping them; the gradient is the same",
+                            self.checkpoint_over_tokens)
+        return slices, checkpoint
+
+    def _plan_for(self, model: Any, inputs: Any, packed: bool) -> tuple[list[list[int]], bool]:
+        """Slices by ``max_train_batch_tokens`` and the checkpointing decision, for one layout."""
+        groups = token_budget.prompt_groups(inputs, packed)
+        slices = self._budget_slices(inputs, groups)
+        everything = [list(range(inputs["prompt_ids"].size(0)))]
+        largest = max(token_budget.slice_tokens(groups, rows) for rows in slices or everything)
+        limit = self.checkpoint_over_tokens
+        checkpoint = limit is not None and largest > limit and not shared_prefix.checkpointing_active(model)
+        return slices, checkpoint
+
+    def _budget_slices(self, inputs: Any, groups: list[token_budget.Group]) -> list[list[int]]:
+        """Row slices within ``max_train_batch_tokens``, or [] to differentiate the micro-batch whole."""
         budget = self.max_train_batch_tokens
-        if budget is None or not (model.training and torch.is_grad_enabled()):
+        if budget is None:
             return []
         width = inputs["prompt_ids"].size(1) + inputs["completion_ids"].size(1)
         rows = inputs["prompt_ids"].size(0)
@@ -104,18 +145,8 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
                             "max_train_batch_tokens not applied (%s): this micro-batch of %d rows x %d tokens "
                             "is differentiated whole", reason, rows, width)
             return []
-        packed = self.shared_prefix_update and shared_prefix.unsupported_reason(model, width) is None
-        slices = token_budget.plan_slices(token_budget.prompt_groups(inputs, packed), budget)
-        if packed and any(self._dense_attention_bytes(model, inputs, rows) > shared_prefix.MAX_DENSE_ATTENTION_BYTES
-                          for rows in slices):
-            # Such slices take the per-row path (shared_prefix.stock_path_reason): size them for it.
-            slices = token_budget.plan_slices(token_budget.prompt_groups(inputs, False), budget)
-        if len(slices) > 1:
-            self._note_once("budget:sliced", logging.INFO,
-                            "max_train_batch_tokens %d: micro-batches over it are differentiated in slices "
-                            "(first: %d rows x %d tokens in %d slices); the gradient is the same", budget,
-                            rows, width, len(slices))
-        return slices
+        slices = token_budget.plan_slices(groups, budget)
+        return slices if len(slices) > 1 else []
 
     def _get_per_token_logps_and_entropies(
         self,
@@ -141,9 +172,10 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
                 model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
                 compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra_inputs,
             )
+        head = shared_prefix.compact_head(model, input_ids.device, self.temperature, self.args.cast_lm_head_to_fp32)
         logps, entropies = shared_prefix.shared_prefix_logps(
             model, input_ids, attention_mask, logits_to_keep, groups, batch_size=batch_size,
-            compute_entropy=compute_entropy, autocast=self.accelerator.autocast,
+            compute_entropy=compute_entropy, autocast=self.accelerator.autocast, head=head,
         )
         return logps, entropies, None
 
@@ -493,6 +525,7 @@ def build_trainer(
     trainer.completion_prefix = recipe.completion_prefix
     trainer.shared_prefix_update = recipe.shared_prefix_update
     trainer.max_train_batch_tokens = recipe.max_train_batch_tokens
+    trainer.checkpoint_over_tokens = recipe.checkpoint_over_tokens
     if recipe.context_rule == TOKEN_CUT_RULE:
         trainer.left_truncate_to = int(prompt_context["limit"])
     if evaluator is not None:
@@ -571,10 +604,15 @@ def save_resolved(recipe: Recipe, trainer: GRPOTrainer, context: dict[str, Any])
 def process_state(recipe: Recipe) -> PartialState:
     """The process group, created here with the recipe's ``ddp_timeout``: this layer needs the process
     state before TRL's config exists, and accelerate creates the group once, on first use, so a timeout
-    given later would never apply."""
+    given later would never apply. Without CUDA (or with ``use_cpu``) the launcher's processes are joined
+    over gloo: accelerate only does that when asked (``cpu=True``), and otherwise leaves every rank a
+    separate one-process run, each training alone into the same output_dir."""
     from datetime import timedelta
 
-    return PartialState(timeout=timedelta(seconds=int(recipe.trl.get("ddp_timeout") or 1800)))
+    import torch
+
+    cpu = bool(recipe.trl.get("use_cpu")) or not torch.cuda.is_available()
+    return PartialState(cpu=cpu, timeout=timedelta(seconds=int(recipe.trl.get("ddp_timeout") or 1800)))
 
 
 def train(recipe: Recipe, resume: bool = False, judge: Any = None) -> dict[str, Any]:
