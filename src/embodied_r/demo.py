@@ -53,28 +53,35 @@ class DemoSize:
     seconds: int
     per_task: int
     train_steps: int
-    eval_limit: int
+    eval_limit: int  # held-out questions the warmed-up and the trained model answer (0 = every one)
     max_new_tokens: int
     warmup_steps: int = WARMUP_STEPS
+    # The untrained model never writes the answer format, so its score is 0 on any number of questions and
+    # each of its answers runs to the token limit: it answers only the first ones.
+    untrained_limit: int = 8
+    test_share: float = 0.3  # share of the scenes held out
 
     @classmethod
     def for_minutes(cls, minutes: float) -> DemoSize:
         # Measured on the idle 2-core CPU this project is developed on (no AVX-512, so fp32), prompts of
-        # ~400-1100 tokens (mean ~700), 64 new tokens: data stages ~25 s; one evaluation of 12 questions
-        # ~80 s, ~190 s with the consistency judge and its probe; the warm-up (16 examples) ~2.5 min and the
-        # judge probe ~1 min (66 cases); one GRPO step of 2 prompts x 4 completions 54-86 s with the
-        # shared-prefix update (the estimate below keeps the older ~130 s, which leaves the margin).
+        # ~400-1100 tokens (mean ~700), 64 new tokens: data stages ~40 s; ~4.3 s per held-out question and
+        # evaluation (~2.5 min for the warmed-up model on ~35, the same again after GRPO plus ~1 min for
+        # the consistency judge and its probe); the warm-up (16 examples) ~2.5 min and the training judge's
+        # probe ~1 min; one GRPO step of 2 prompts x 4 completions ~60-90 s.
         # Training gets what the fixed stages leave.
         if minutes < 3:
             raise ValueError("the demo needs at least 3 minutes")
         small = minutes < 10
-        fixed_minutes = 4.0 if small else 8.0
-        steps = int(max(2.0, (minutes - fixed_minutes) * 60 / 130))
+        fixed_minutes = 4.0 if small else 10.5
+        steps = int(max(2.0, (minutes - fixed_minutes) * 60 / 90))
+        # The full demo holds out 4 of 12 scenes (~35 questions) and evaluates the warmed-up and the trained
+        # model on all of them: with 12 (one per task) one answer moved the score by 8 points, and no
+        # difference could be told from noise.
         return cls(scenes=6 if small else 12, seconds=10 if small else 12, per_task=1,
                    # 64 tokens hold the warm-up's one-sentence think and answer; a completion that runs on
                    # (the untrained model always does) costs every evaluation and GRPO step its full budget.
-                   train_steps=min(steps, 60), eval_limit=8 if small else 12, max_new_tokens=64,
-                   warmup_steps=2 if small else WARMUP_STEPS)
+                   train_steps=min(steps, 60), eval_limit=8 if small else 0, max_new_tokens=64,
+                   warmup_steps=2 if small else WARMUP_STEPS, untrained_limit=8)
 
 
 @dataclass
@@ -125,7 +132,9 @@ def training_recipe(out: Path, size: DemoSize, model: str) -> dict[str, Any]:
         ]},
         "sample_completions": 4,
         # On any prompt file: prompts over 4,096 tokens lose their oldest frame descriptions, and one backward
-        # pass holds at most 8,192 tokens (the demo's own rows fit in one pass).
+        # pass holds at most 8,192 tokens (the demo's own rows fit in one pass). TRL's activation
+        # checkpointing of every batch stays on: without it a step of two ~700-token prompts peaked at
+        # 6.95 GiB here, with it 5.1 GiB, for ~13 % more update time.
         "max_prompt_tokens": 4096,
         "max_train_batch_tokens": 8192,
         "output_dir": str(out / "train"),
@@ -155,8 +164,11 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
     """The demo's stages with their exact CLI arguments."""
     out = Path(out)
     world, kf, prompts = out / "world", out / "keyframes", out / "prompts"
-    eval_args = ["--model", model, "--limit", str(size.eval_limit), "--batch-size", "8",
-                 "--max-new-tokens", str(size.max_new_tokens)]
+    eval_args = ["--model", model, "--batch-size", "8", "--max-new-tokens", str(size.max_new_tokens)]
+    if size.eval_limit:
+        eval_args += ["--limit", str(size.eval_limit)]
+    untrained_limit = ["--limit", str(min(size.untrained_limit, size.eval_limit or size.untrained_limit))]
+    train_share = round(1.0 - size.test_share, 6)
     return [
         Stage("world", "render synthetic rooms to egocentric videos with VSI-style questions",
               ["synth", "world", "--out", str(world), "--scenes", str(size.scenes), "--seed", "0",
@@ -172,7 +184,7 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
                "--out", str(out / "perception.jsonl")], [str(out / "perception.jsonl")]),
         Stage("split", "split the questions by scene into train and test",
               ["data", "split", "--data", f"synthetic:{world}", "--all-tasks", "--out", str(out / "split"),
-               "--seed", "0", "--ratios", "0.7,0.0,0.3"], [str(out / "split")]),
+               "--seed", "0", "--ratios", f"{train_share},0.0,{size.test_share}"], [str(out / "split")]),
         Stage("prompts-train", "build reasoner prompts (official Embodied-R format) for training",
               ["build-prompts", "--qa", str(out / "split" / "train.jsonl"), "--perception",
                str(out / "perception.jsonl"), "--out", str(prompts / "train.jsonl")], [str(prompts / "train.jsonl")]),
@@ -180,7 +192,8 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
               ["build-prompts", "--qa", str(out / "split" / "test.jsonl"), "--perception",
                str(out / "perception.jsonl"), "--out", str(prompts / "test.jsonl")], [str(prompts / "test.jsonl")]),
         Stage("eval-before", "evaluate the untrained reasoner on held-out scenes, with baselines",
-              ["eval", "--data", str(prompts / "test.jsonl"), "--out", str(out / "eval_before"), *eval_args,
+              ["eval", "--data", str(prompts / "test.jsonl"), "--out", str(out / "eval_before"),
+               *_without_limit(eval_args), *untrained_limit,
                # The no-thinking baseline is the same model's either way: eval-after computes it.
                "--baselines", "random,prior", "--no-report"],
               [str(out / "eval_before")]),
@@ -198,12 +211,21 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
                *_replace(eval_args, "--model", str(out / "train" / "final")),
                # The consistency rate is judged by the shipped model, not by the warmed-up copy the
                # training reward used (that would be circular); it is probed first and flagged if weak.
-               "--baselines", "random,prior,direct", "--judge", model, "--no-report"],
+               # 16 probe cases of each kind (64 by default) keep the probe under a minute here; the
+               # no-thinking baseline (--baselines direct) would add another generation pass.
+               "--baselines", "random,prior", "--judge", model, "--judge-probe-cases", "16", "--no-report"],
               [str(out / "eval_after")]),
         Stage("report", "write the before/after report (HTML + PNG plots)",
               ["report", str(out / "eval_before"), str(out / "eval_warmup"), str(out / "eval_after"),
                str(out / "train"), "--out", str(out / "report")], [str(out / "report" / "report.html")]),
     ]
+
+
+def _without_limit(argv: list[str]) -> list[str]:
+    if "--limit" not in argv:
+        return list(argv)
+    at = argv.index("--limit")
+    return argv[:at] + argv[at + 2:]
 
 
 def _replace(argv: list[str], flag: str, value: str) -> list[str]:

@@ -53,3 +53,18 @@ def test_eval_reports_the_judge_probe_beside_the_rate(tmp_path: Path, tiny_lm_di
         assert any(flag.startswith("weak judge") for flag in consistency["flags"])
     html = (out / "report.html").read_text()
     assert "judge probe" in html and "self-judged" in html
+
+
+def test_the_judge_probe_size_is_an_option(tmp_path: Path, tiny_lm_dir: Path) -> None:
+    data = tmp_path / "rows.jsonl"
+    write_jsonl(data, probe_rows(20))
+    out = tmp_path / "eval"
+    argv = quick_eval_argv(data, tiny_lm_dir, out, "--judge", str(tiny_lm_dir), "--judge-probe-cases", "16")
+    assert main(argv) == 0
+    probe = json.loads((out / "metrics.json").read_text())["consistency"]["probe"]
+    assert probe["cases"] == 3 * 16 and probe["fingerprint"]["cases"] == 16
+    # Below the probe's minimum, or without a judge to probe: a clear error before anything is loaded.
+    assert main(quick_eval_argv(data, tiny_lm_dir, tmp_path / "e2", "--judge", str(tiny_lm_dir),
+                                "--judge-probe-cases", "8")) == 2
+    assert main(quick_eval_argv(data, tiny_lm_dir, tmp_path / "e3", "--judge-probe-cases", "16")) == 2
+    assert not (tmp_path / "e2").exists() and not (tmp_path / "e3").exists()

@@ -122,3 +122,14 @@ def test_eval_prints_the_reference_names(capsys: pytest.CaptureFixture[str]) -> 
     out = capsys.readouterr().out
     assert "lmms-eval" in out and "object_counting_mra" in out and "vsibench_overall" in out and "80.0" in out
     assert "missing:" in out
+
+
+def test_a_run_of_fewer_questions_says_its_own_n(tmp_path: Path) -> None:
+    # The demo's untrained model answers only the first questions: its interval is on its own n.
+    first = make_eval_run(tmp_path / "first", [False, False])
+    last = make_eval_run(tmp_path / "last", [True, False, True, True, False, True])
+    build_report([first, last], tmp_path / "report")
+    page = (tmp_path / "report" / "report.html").read_text()
+    overall = page[page.index("overall (micro)"):].split("</tr>")[0]
+    assert "<td>6</td>" in overall and "(n 2)" in overall  # the n column is the last run's
+    assert overall.count("(n ") == 1  # the last run's own cell needs no note

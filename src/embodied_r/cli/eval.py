@@ -69,6 +69,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     extra.add_argument("--judge-scoring", choices=("option-text", "letter"), default=None,
                        help="how a local judge answers: option-text (each option's text scored after the "
                        "reasoning, calibrated; default) or letter (next-token option letter, the official rule)")
+    extra.add_argument("--judge-probe-cases", type=int, default=None, metavar="N",
+                       help="content cases of the judge's probe (as many again with the letter named and "
+                       "with a contradicting one; default 64, at least 16): fewer make it faster and its "
+                       "verdict coarser")
     extra.add_argument("--no-report", action="store_true", help="skip report.html and plots")
     parser.add_argument("--recipe", default=None, metavar="FILE",
                         help="evaluate as this training recipe asks: its eval_max_new_tokens, completion_prefix, "
@@ -142,6 +146,10 @@ def run(args: argparse.Namespace) -> int:
     unknown = sorted(set(baselines) - set(BASELINES))
     if unknown:
         raise CLIError(f"--baselines: unknown {unknown}; choose from {list(BASELINES)} or 'none'")
+    if args.judge_probe_cases is not None and args.judge_probe_cases < 16:
+        raise CLIError(f"--judge-probe-cases must be at least 16, got {args.judge_probe_cases}")
+    if args.judge_probe_cases is not None and not args.judge:
+        raise CLIError("--judge-probe-cases sets the probe of the consistency judge: give --judge too")
     perception = perception_source(args)
     if from_recipe:
         console().print(f"from recipe {args.recipe}: " + ", ".join(f"{k} {v!r}" for k, v in from_recipe.items()),
@@ -159,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
                            baselines=baselines, judge=args.judge, judge_model=args.judge_model,
                            report=not args.no_report, completion_prefix=args.completion_prefix,
                            judge_sees_letters=args.judge_sees_letters, judge_scoring=args.judge_scoring,
+                           judge_probe_cases=args.judge_probe_cases,
                            context=context_policy(args), prompt_input=args.input, shard=parse_shard(args.shard),
                            prior_data=args.prior_from,
                            settings_from_recipe=(

@@ -83,9 +83,10 @@ def vlm_only_baseline(rows: Sequence[PromptRow], perception: Any, out: Path) -> 
 
 def run_consistency(spec: str | None, judge_model: str | None, model_name: str, dtype: str,
                     rows: Sequence[PromptRow], predictions: Sequence[dict[str, Any]], out: Path,
-                    sees_letters: bool = False, scoring: str | None = None) -> dict[str, Any]:
-    """The logical-consistency rate with ``spec``'s judge, its probe and identity flags, or why it was not
-    measured."""
+                    sees_letters: bool = False, scoring: str | None = None,
+                    probe_cases: int | None = None) -> dict[str, Any]:
+    """The logical-consistency rate with ``spec``'s judge, its probe (``probe_cases`` content cases, the
+    probe's default when None) and identity flags, or why it was not measured."""
     if not spec:
         return {"status": "not run", "reason": "no --judge given"}
     from embodied_r.evaluation.judge import consistency_summary, judge_predictions, make_judge
@@ -94,7 +95,7 @@ def run_consistency(spec: str | None, judge_model: str | None, model_name: str, 
     try:
         judge = make_judge(spec, model_name, judge_model=judge_model, dtype=dtype, sees_letters=sees_letters,
                            scoring=scoring)
-        probe = probe_for_eval(judge, rows, out)
+        probe = probe_for_eval(judge, rows, out, probe_cases)
         judgements = judge_predictions(judge, {r.id: r for r in rows}, predictions, out / "judgements.jsonl")
     except Exception as exc:  # noqa: BLE001 - recorded in metrics.json; predictions are already safe on disk
         logger.error("consistency judge failed: %s", exc)
@@ -110,14 +111,16 @@ def run_consistency(spec: str | None, judge_model: str | None, model_name: str, 
             **consistency_summary(judgements)}
 
 
-def probe_for_eval(judge: Any, rows: Sequence[PromptRow], out: Path) -> dict[str, Any]:
+def probe_for_eval(judge: Any, rows: Sequence[PromptRow], out: Path, cases: int | None = None) -> dict[str, Any]:
     """The judge probe on the evaluated questions (reused from ``out/judge_probe.json`` when the judge
-    is the same), or why it could not run."""
-    from embodied_r.inference.judge_probe import ProbeError, probe_fingerprint, probe_record
+    and the number of cases are the same), or why it could not run."""
+    from embodied_r.inference.judge_probe import DEFAULT_CASES, ProbeError, probe_fingerprint, probe_record
 
-    fingerprint = probe_fingerprint(judge, rows)
+    cases = cases or DEFAULT_CASES
+    # The default adds nothing to the fingerprint, so a probe saved without a case count is reused.
+    fingerprint = probe_fingerprint(judge, rows, **({} if cases == DEFAULT_CASES else {"cases": cases}))
     try:
-        return probe_record(judge, rows, out / "judge_probe.json", fingerprint)
+        return probe_record(judge, rows, out / "judge_probe.json", fingerprint, n_cases=cases)
     except ProbeError as exc:
         return {"passed": None, "message": f"probe not run: {exc}", "fingerprint": fingerprint}
 

@@ -329,17 +329,26 @@ def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], ta
     if evals:
         headers = ["task", "n"] + [f"{r['name']} [95 % interval]" for r in evals]
 
-        def cell(table: dict[str, Any], key: str = "score") -> str:
-            return format_interval(table.get(key), table.get("ci95"))
+        def cell(table: dict[str, Any], n_column: Any, key: str = "score") -> str:
+            # A run that answered another number of questions (e.g. the untrained model on the first few)
+            # says its own n, so no interval is read against the wrong count.
+            text = format_interval(table.get(key), table.get("ci95"))
+            n = table.get("n")
+            return text if n is None or n == n_column else f"{text} (n {n})"
 
-        rows = [[t, str(evals[-1]["metrics"]["tasks"].get(t, {}).get("n", "–"))]
-                + [cell(r["metrics"]["tasks"].get(t, {})) for r in evals] for t in tasks]
-        rows.append(["overall (micro)", str(evals[-1]["metrics"]["overall"].get("n"))]
-                    + [cell(r["metrics"]["overall"], "micro") for r in evals])
+        rows = []
+        for t in tasks:
+            n_column = evals[-1]["metrics"]["tasks"].get(t, {}).get("n")
+            rows.append([t, "–" if n_column is None else str(n_column)]
+                        + [cell(r["metrics"]["tasks"].get(t, {}), n_column) for r in evals])
+        n_overall = evals[-1]["metrics"]["overall"].get("n")
+        rows.append(["overall (micro)", str(n_overall)]
+                    + [cell(r["metrics"]["overall"], n_overall, "micro") for r in evals])
         rows.append(["overall (macro)", ""] + [_fmt(r["metrics"]["overall"].get("macro")) for r in evals])
         rows.append(["unparsed answers (count)", ""] + [str(r["metrics"]["overall"].get("unparsed")) for r in evals])
-        parts.append("<h2>Per-task scores</h2><p class='note'>n questions per task; a task of a few questions "
-                     "moves by many points per question, as its interval shows.</p>" + _table(headers, rows))
+        parts.append("<h2>Per-task scores</h2><p class='note'>n questions per task (of the last run; another "
+                     "run's own n beside its score where it differs); a task of a few questions moves by many "
+                     "points per question, as its interval shows.</p>" + _table(headers, rows))
         if len(evals) > 1:
             parts.append(_differences_section(evals))
         parts.append(_reference_section(evals))

@@ -47,7 +47,7 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
              engine: str = "auto", prompt_version: str | None = None, baselines: Sequence[str] = ("random", "prior"),
              direct_max_new_tokens: int = 16, judge: str | None = None, judge_model: str | None = None,
              report: bool = True, completion_prefix: str = "", judge_sees_letters: bool = False,
-             judge_scoring: str | None = None,
+             judge_scoring: str | None = None, judge_probe_cases: int | None = None,
              context: ContextPolicy | None = None,
              settings_from_recipe: dict[str, Any] | None = None, prompt_input: str = "auto",
              shard: tuple[int, int] | None = None, prior_data: str | Path | None = None) -> dict[str, Any]:
@@ -137,7 +137,8 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
             baseline_tables["direct"] = not_run("direct", "the direct-answer prompt is rebuilt as text, which would "
                                                 "leave the image out; not run on image rows")
         consistency = run_consistency(judge, judge_model, model_name, dtype, rows, predictions, out,
-                                      sees_letters=judge_sees_letters, scoring=judge_scoring)
+                                      sees_letters=judge_sees_letters, scoring=judge_scoring,
+                                      probe_cases=judge_probe_cases)
         engine_name = cache["engine"].name if "engine" in cache else None
         metrics = assemble_metrics(predictions, rows, baseline_tables, consistency, load_report)
         metrics.update({
