@@ -5,7 +5,7 @@ user content, with PATH relative to the data file's folder (``image_dir`` here).
 ``evaluation.generation`` would render only the text, so these rows go through:
 
 - :class:`VisionLanguageEngine`: ``AutoModelForImageTextToText`` with the model's processor
-  (``inference.vl_processor``, so no torchvision is needed), greedy, left-padded batches bounded by the
+  (``reasoning.vl_processor``, so no torchvision is needed), greedy, left-padded batches bounded by the
   same token budget as the text engines;
 - ``evaluation.vl_endpoint.EndpointVLEngine`` for an ``http(s)://`` model, images sent as data URLs.
 
@@ -160,8 +160,8 @@ def load_vision_model(model_name: str, dtype: str = "auto") -> tuple[Any, Any]:
     from transformers import AutoModelForImageTextToText
     from transformers.utils import logging as hf_logging
 
-    from embodied_r.inference.vl_processor import load_vl_processor
     from embodied_r.reasoning.models import resolve_model_path, torch_dtype
+    from embodied_r.reasoning.vl_processor import load_vl_processor
 
     hf_logging.disable_progress_bar()
     require_vision_model(model_name)

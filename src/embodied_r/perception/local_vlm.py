@@ -56,7 +56,7 @@ class TransformersBackend:
             import torch
             from transformers import AutoModelForImageTextToText
 
-            from embodied_r.inference.vl_processor import load_vl_processor
+            from embodied_r.reasoning.vl_processor import load_vl_processor
 
             dtype = self.dtype if self.dtype == "auto" else getattr(torch, self.dtype)
             device_map = self.device if self.device != "cpu" else None

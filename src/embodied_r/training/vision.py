@@ -56,8 +56,8 @@ def processor_for_rows(
 
 def load_processor(model_path: str) -> Any:
     """The processor of a vision-language model, left-padded for batched generation and left-truncated
-    (``inference.vl_processor.load_vl_processor``: images work without torchvision, and it saves)."""
-    from embodied_r.inference.vl_processor import VLProcessorError, load_vl_processor
+    (``reasoning.vl_processor.load_vl_processor``: images work without torchvision, and it saves)."""
+    from embodied_r.reasoning.vl_processor import VLProcessorError, load_vl_processor
 
     try:
         return load_vl_processor(model_path, padding_side="left", truncation_side="left")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from embodied_r.inference.vl_processor import VLProcessorError, load_vl_processor
+from embodied_r.reasoning.vl_processor import VLProcessorError, load_vl_processor
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def _inputs(processor):
 def test_loads_without_torchvision_and_processes_images(vl_dir: Path) -> None:
     from transformers import Qwen2_5_VLProcessor
 
-    from embodied_r.inference.vl_processor import torchvision_importable
+    from embodied_r.reasoning.vl_processor import torchvision_importable
 
     processor = load_vl_processor(vl_dir)
     assert isinstance(processor, Qwen2_5_VLProcessor)
@@ -50,7 +50,7 @@ def test_loads_without_torchvision_and_processes_images(vl_dir: Path) -> None:
 def test_videos_raise_a_clear_error(vl_dir: Path) -> None:
     from PIL import Image
 
-    from embodied_r.inference.vl_processor import torchvision_importable
+    from embodied_r.reasoning.vl_processor import torchvision_importable
 
     if torchvision_importable():
         pytest.skip("torchvision is importable: the full processor handles videos")
