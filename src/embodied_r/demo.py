@@ -133,8 +133,8 @@ def training_recipe(out: Path, size: DemoSize, model: str) -> dict[str, Any]:
         "sample_completions": 4,
         # On any prompt file: prompts over 4,096 tokens lose their oldest frame descriptions, and one backward
         # pass holds at most 8,192 tokens (the demo's own rows fit in one pass). TRL's activation
-        # checkpointing of every batch stays on: without it a step of two ~700-token prompts peaked at
-        # 6.95 GiB here, with it 5.1 GiB, for ~13 % more update time.
+        # checkpointing of every batch stays on: without it the train stage peaked at 6.95 GiB here, with it
+        # 5.32 GiB (docs/performance.md, runs 14 and 15), for ~13 % more update time.
         "max_prompt_tokens": 4096,
         "max_train_batch_tokens": 8192,
         "output_dir": str(out / "train"),
