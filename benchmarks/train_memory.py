@@ -1,6 +1,7 @@
 """Peak memory of one GRPO policy update: a whole micro-batch (TRL's row-counted batch) against the same
 micro-batch differentiated in token-budget slices (``max_train_batch_tokens``, training/token_budget.py),
-and those slices with activation checkpointing (``checkpoint_over_tokens``, the CPU recipes' default).
+and those slices with activation checkpointing (``checkpoint_over_tokens``). ``train`` itself checkpoints
+every batch by default, as TRL's GRPOConfig does, so the first two show the update without it.
 
 Each configuration runs in a fresh process (so one's freed memory cannot hide another's peak): load the
 model, build one micro-batch of ``--shape`` (PROMPTSxGENERATIONS) with ~``--prompt-tokens``-token prompts

@@ -59,7 +59,6 @@ class DemoSize:
     # The untrained model never writes the answer format, so its score is 0 on any number of questions and
     # each of its answers runs to the token limit: it answers only the first ones.
     untrained_limit: int = 8
-    test_share: float = 0.3  # share of the scenes held out
 
     @classmethod
     def for_minutes(cls, minutes: float) -> DemoSize:
@@ -81,7 +80,7 @@ class DemoSize:
                    # 64 tokens hold the warm-up's one-sentence think and answer; a completion that runs on
                    # (the untrained model always does) costs every evaluation and GRPO step its full budget.
                    train_steps=min(steps, 60), eval_limit=8 if small else 0, max_new_tokens=64,
-                   warmup_steps=2 if small else WARMUP_STEPS, untrained_limit=8)
+                   warmup_steps=2 if small else WARMUP_STEPS)
 
 
 @dataclass
@@ -165,10 +164,8 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
     out = Path(out)
     world, kf, prompts = out / "world", out / "keyframes", out / "prompts"
     eval_args = ["--model", model, "--batch-size", "8", "--max-new-tokens", str(size.max_new_tokens)]
-    if size.eval_limit:
-        eval_args += ["--limit", str(size.eval_limit)]
-    untrained_limit = ["--limit", str(min(size.untrained_limit, size.eval_limit or size.untrained_limit))]
-    train_share = round(1.0 - size.test_share, 6)
+    limit = ["--limit", str(size.eval_limit)] if size.eval_limit else []
+    untrained = min(size.untrained_limit, size.eval_limit) if size.eval_limit else size.untrained_limit
     return [
         Stage("world", "render synthetic rooms to egocentric videos with VSI-style questions",
               ["synth", "world", "--out", str(world), "--scenes", str(size.scenes), "--seed", "0",
@@ -184,7 +181,7 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
                "--out", str(out / "perception.jsonl")], [str(out / "perception.jsonl")]),
         Stage("split", "split the questions by scene into train and test",
               ["data", "split", "--data", f"synthetic:{world}", "--all-tasks", "--out", str(out / "split"),
-               "--seed", "0", "--ratios", f"{train_share},0.0,{size.test_share}"], [str(out / "split")]),
+               "--seed", "0", "--ratios", "0.7,0.0,0.3"], [str(out / "split")]),
         Stage("prompts-train", "build reasoner prompts (official Embodied-R format) for training",
               ["build-prompts", "--qa", str(out / "split" / "train.jsonl"), "--perception",
                str(out / "perception.jsonl"), "--out", str(prompts / "train.jsonl")], [str(prompts / "train.jsonl")]),
@@ -193,22 +190,20 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
                str(out / "perception.jsonl"), "--out", str(prompts / "test.jsonl")], [str(prompts / "test.jsonl")]),
         Stage("eval-before", "evaluate the untrained reasoner on held-out scenes, with baselines",
               ["eval", "--data", str(prompts / "test.jsonl"), "--out", str(out / "eval_before"),
-               *_without_limit(eval_args), *untrained_limit,
-               # The no-thinking baseline is the same model's either way: eval-after computes it.
-               "--baselines", "random,prior", "--no-report"],
+               *eval_args, "--limit", str(untrained), "--baselines", "random,prior", "--no-report"],
               [str(out / "eval_before")]),
         Stage("train", f"format warm-up ({size.warmup_steps} supervised steps, random answers), then GRPO with "
               f"format/accuracy/consistency rewards in three stages ({size.train_steps} steps)",
               ["train", "--recipe", str(out / "train_recipe.yaml")], [str(out / "train")]),
         Stage("eval-warmup", "evaluate the model after the format warm-up alone (before GRPO)",
               ["eval", "--data", str(prompts / "test.jsonl"), "--out", str(out / "eval_warmup"),
-               *_replace(eval_args, "--model", str(warmup_model_dir(out / "train"))), "--baselines", "none",
+               *_replace(eval_args, "--model", str(warmup_model_dir(out / "train"))), *limit, "--baselines", "none",
                "--no-report"],
               [str(out / "eval_warmup")]),
         Stage("eval-after", "evaluate the trained reasoner on the same held-out questions, with baselines and "
               "the logical-consistency rate (an independent, probed judge)",
               ["eval", "--data", str(prompts / "test.jsonl"), "--out", str(out / "eval_after"),
-               *_replace(eval_args, "--model", str(out / "train" / "final")),
+               *_replace(eval_args, "--model", str(out / "train" / "final")), *limit,
                # The consistency rate is judged by the shipped model, not by the warmed-up copy the
                # training reward used (that would be circular); it is probed first and flagged if weak.
                # 16 probe cases of each kind (64 by default) keep the probe under a minute here; the
@@ -219,13 +214,6 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
               ["report", str(out / "eval_before"), str(out / "eval_warmup"), str(out / "eval_after"),
                str(out / "train"), "--out", str(out / "report")], [str(out / "report" / "report.html")]),
     ]
-
-
-def _without_limit(argv: list[str]) -> list[str]:
-    if "--limit" not in argv:
-        return list(argv)
-    at = argv.index("--limit")
-    return argv[:at] + argv[at + 2:]
 
 
 def _replace(argv: list[str], flag: str, value: str) -> list[str]:

@@ -15,7 +15,6 @@ together once every other answer has been saved; a rerun retries only them.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,6 @@ from embodied_r.core.chat import Messages
 from embodied_r.evaluation.generation import Engine, _require_unskipped
 from embodied_r.evaluation.image_prompts import image_parts, resolve_image
 from embodied_r.inference.context_policy import ContextError, ContextPolicy, FittedPrompt
-from embodied_r.perception.backends import FrameRequest, FrameResult
 from embodied_r.perception.openai_client import ChatBackend, OpenAIBackend, jpeg_data_url
 from embodied_r.reasoning.models import ModelLoadError
 
@@ -118,28 +116,17 @@ class EndpointVLEngine(Engine):
                               max_tokens=max_new_tokens, extra_body={"top_p": top_p} if do_sample else None)
         results = [""] * len(fitted)
         errors: list[str] = []
-        replies: dict[int, FrameResult] = {}
-        lock = threading.Lock()
-
-        def keep(request: FrameRequest, result: FrameResult) -> None:  # called from the client's store thread
-            with lock:
-                replies[int(request.key)] = result
-
         step = max(1, batch_size)
         for start in range(0, len(fitted), step):
             indices = list(range(start, min(start + step, len(fitted))))
-            # The perception client's request type carries the chat (see ChatBackend); the rest is unused.
-            requests = (FrameRequest(key=str(i), qa_id=str(i), frame_index=0, video=Path(), image_timestamps=(),
-                                     prompt="", output="",
-                                     context={"messages": openai_messages(fitted[i].messages or [], self.image_dir,
-                                                                          self.jpeg_quality)})
-                        for i in indices)
-            backend.run(requests, keep)
-            done = [i for i in indices if i in replies and replies[i].ok]
-            errors += [f"prompt {i}: {replies[i].error if i in replies else 'no reply'}"
-                       for i in indices if i not in done]
-            for index in done:
-                results[index] = str(replies[index].text)
+            replies = backend.complete([(openai_messages(fitted[i].messages or [], self.image_dir, self.jpeg_quality),
+                                         None) for i in indices])
+            done = [i for i, reply in zip(indices, replies) if reply is not None and reply.ok]
+            errors += [f"prompt {i}: {reply.error if reply is not None else 'no reply'}"
+                       for i, reply in zip(indices, replies) if i not in done]
+            for i, reply in zip(indices, replies):
+                if i in done:
+                    results[i] = str(reply.text)
             if on_batch is not None and done:
                 on_batch(done, [results[i] for i in done])
         if errors:

@@ -40,7 +40,6 @@ from embodied_r.inference.letter_mask import mask_option_letters
 from embodied_r.reasoning.parsing import DEFAULT_LETTERS, option_letters, option_texts
 
 if TYPE_CHECKING:
-    from embodied_r.perception.backends import FrameRequest, FrameResult
     from embodied_r.perception.openai_client import ChatBackend
 
 logger = logging.getLogger(__name__)
@@ -552,54 +551,36 @@ class OpenAIJudge:
         if not questions:
             return []
         letter_sets = [letters_for(opts) for opts in options]
-        requests = [
-            self._request(i, question, think, letters)
-            for i, (question, think, letters) in enumerate(zip(questions, thinks, letter_sets, strict=True))
-        ]
-        replies = self._send(requests)
+        chats = [self._chat(question, think, letters)
+                 for question, think, letters in zip(questions, thinks, letter_sets, strict=True)]
+        replies = self._send(chats)
         return [reply_letter(reply, letters) for reply, letters in zip(replies, letter_sets, strict=True)]
 
-    def _request(self, index: int, question: str, think: str, letters: Sequence[str]) -> FrameRequest:
-        """One row as the shared client's request: the judge chat, and the allowed letters if constrained."""
-        from pathlib import Path
-
-        from embodied_r.perception.backends import FrameRequest
-
+    def _chat(self, question: str, think: str, letters: Sequence[str]) -> tuple[list[dict[str, Any]],
+                                                                                  dict[str, Any] | None]:
+        """One row as (messages, per-request extra body: the allowed letters when constrained)."""
         if len(think) > MAX_THINK_CHARS:
             think = CUT_MARK + think[-MAX_THINK_CHARS:]
             self.last_report.thinks_cut += 1
-        context: dict[str, Any] = {"messages": judge_messages(question, think, letters)}
-        if self.constrain:
-            context["extra_body"] = {"structured_outputs": {"choice": list(letters)}}
-        # The client's request type is the perception one; only ``key`` and ``context`` are read here.
-        return FrameRequest(key=str(index), qa_id=str(index), frame_index=0, video=Path(), image_timestamps=(),
-                            prompt="", output="", context=context)
+        extra = {"structured_outputs": {"choice": list(letters)}} if self.constrain else None
+        return judge_messages(question, think, letters), extra
 
-    def _send(self, requests: list[FrameRequest]) -> list[str]:
-        """Every request's reply text, in order; ``JudgeError`` naming the endpoint when any request fails
+    def _send(self, chats: list[tuple[list[dict[str, Any]], dict[str, Any] | None]]) -> list[str]:
+        """Every chat's reply text, in order; ``JudgeError`` naming the endpoint when any request fails
         after its retries (one unanswered row fails the batch: the reward then counts a failed step)."""
-        import threading
-
-        replies: dict[int, FrameResult] = {}
-        lock = threading.Lock()
-
-        def keep(request: FrameRequest, result: FrameResult) -> None:  # called from the client's store thread
-            with lock:
-                replies[int(request.key)] = result
-
-        client = self._client(concurrency=max(1, min(self.max_concurrency, len(requests))))
+        client = self._client(concurrency=max(1, min(self.max_concurrency, len(chats))))
         try:
-            client.run(requests, keep)
+            replies = client.complete(chats)
         except Exception as exc:  # noqa: BLE001 - e.g. unreachable: re-raised as a JudgeError the reward counts
             raise JudgeError(f"reference endpoint {self.base_url} failed: {type(exc).__name__}: {exc}") from exc
-        failed = [i for i in range(len(requests)) if i not in replies or not replies[i].ok]
+        failed = [i for i, reply in enumerate(replies) if reply is None or not reply.ok]
         if failed:
-            first = replies[failed[0]].error if failed[0] in replies else "no reply"
+            first = replies[failed[0]]
             raise JudgeError(
-                f"reference endpoint {self.base_url} failed on {len(failed)} of {len(requests)} request(s) "
-                f"(row {failed[0]}: {first})"
+                f"reference endpoint {self.base_url} failed on {len(failed)} of {len(chats)} request(s) "
+                f"(row {failed[0]}: {first.error if first is not None else 'no reply'})"
             )
-        return [str(replies[i].text) for i in range(len(requests))]
+        return [str(reply.text) for reply in replies]
 
 
 def reply_letter(reply: str, letters: Sequence[str]) -> str | None:

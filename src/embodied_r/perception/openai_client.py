@@ -31,7 +31,7 @@ import ssl
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -329,3 +329,23 @@ class ChatBackend(OpenAIBackend):
         body.update(self.extra_body)
         body.update(request.context.get("extra_body") or {})
         return body
+
+    def complete(self, chats: Sequence[tuple[list[dict[str, Any]], dict[str, Any] | None]],
+                 ) -> list[FrameResult | None]:
+        """Send every (messages, per-request extra body) chat; each one's result in order, None where none
+        came back. Failed requests are results with ``ok`` false, for the caller to report."""
+        from pathlib import Path
+
+        results: dict[int, FrameResult] = {}
+        lock = threading.Lock()
+
+        def keep(request: FrameRequest, result: FrameResult) -> None:  # called from the client's store thread
+            with lock:
+                results[int(request.key)] = result
+
+        # The request type is the perception one; only ``key`` and ``context`` are read for a chat.
+        requests = (FrameRequest(key=str(i), qa_id=str(i), frame_index=0, video=Path(), image_timestamps=(),
+                                 prompt="", output="", context={"messages": messages, "extra_body": extra})
+                    for i, (messages, extra) in enumerate(chats))
+        self.run(requests, keep)
+        return [results.get(i) for i in range(len(chats))]

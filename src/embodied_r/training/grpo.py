@@ -57,6 +57,10 @@ from embodied_r.training.warmup import WarmupSettings, run_format_warmup
 logger = logging.getLogger(__name__)
 
 
+def _every_row(inputs: Any) -> list[int]:
+    return list(range(inputs["prompt_ids"].size(0)))
+
+
 class EmbodiedGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` that also records sample completions and per-function zero-variance shares, and
     can prefill the assistant turn (``completion_prefix``) and encodes each group's shared prompt once in
@@ -103,10 +107,11 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
         packed = self.shared_prefix_update and shared_prefix.unsupported_reason(model, width) is None
         slices, checkpoint = self._plan_for(model, inputs, packed)
         if packed:
+            # Measured before checkpointing is switched on: all layers' probabilities, of which a checkpointed
+            # pass holds one layer's at a time.
             layers = shared_prefix.unwrap(model).config.get_text_config().num_hidden_layers if checkpoint else 1
-            everything = [list(range(inputs["prompt_ids"].size(0)))]
             if any(self._dense_attention_bytes(model, inputs, rows) / layers > shared_prefix.MAX_DENSE_ATTENTION_BYTES
-                   for rows in slices or everything):
+                   for rows in slices or [_every_row(inputs)]):
                 slices, checkpoint = self._plan_for(model, inputs, packed=False)
         if len(slices) > 1:
             self._note_once("budget:sliced", logging.INFO,
@@ -124,8 +129,7 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
         """Slices by ``max_train_batch_tokens`` and the checkpointing decision, for one layout."""
         groups = token_budget.prompt_groups(inputs, packed)
         slices = self._budget_slices(inputs, groups)
-        everything = [list(range(inputs["prompt_ids"].size(0)))]
-        largest = max(token_budget.slice_tokens(groups, rows) for rows in slices or everything)
+        largest = max(token_budget.slice_tokens(groups, rows) for rows in slices or [_every_row(inputs)])
         limit = self.checkpoint_over_tokens
         checkpoint = limit is not None and largest > limit and not shared_prefix.checkpointing_active(model)
         return slices, checkpoint
