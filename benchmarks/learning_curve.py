@@ -90,6 +90,12 @@ def build_data(args: argparse.Namespace, progress: Progress) -> tuple[Path, Path
     train = args.out / "train.jsonl"
     write_jsonl(train, train_rows)  # rewritten each run: a changed --holdout-task is then refused by the warm-up
     test = data / "prompts" / "test.jsonl"
+    if args.eval_tasks:
+        # Fewer task types evaluated: each evaluation costs seconds per question here, so a run that
+        # trains on one task type can afford more of its held-out questions.
+        test = args.out / "test.jsonl"
+        write_jsonl(test, [r for r in read_jsonl(data / "prompts" / "test.jsonl")
+                           if r["task"] in set(args.eval_tasks.split(","))])
     if len(read_jsonl(test)) < 150:
         print(f"  note: {len(read_jsonl(test))} held-out questions (fewer than 150); raise --scenes", flush=True)
     return train, test
@@ -321,6 +327,7 @@ def main() -> int:
     parser.add_argument("--max-frames", type=int, default=6, help="key frames per video")
     parser.add_argument("--holdout-task", default="route_planning", help="task type never trained on")
     parser.add_argument("--tasks", default="", help="train only on these task types (comma-separated)")
+    parser.add_argument("--eval-tasks", default="", help="evaluate only these task types of the held-out scenes")
     parser.add_argument("--warmup-steps", type=int, default=8)
     parser.add_argument("--arm", default="default", help="name of this GRPO arm (its folder is OUT/grpo-ARM)")
     parser.add_argument("--steps", type=int, default=24, help="GRPO (and SFT) optimizer steps")
@@ -335,6 +342,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.steps % args.eval_every:
         parser.error("--steps must be a multiple of --eval-every")
+    untrained = set(filter(None, args.eval_tasks.split(","))) - set(filter(None, args.tasks.split(",")))
+    if args.tasks and untrained - {args.holdout_task}:
+        # The summary splits scores into "trained on" and the held-out task type only.
+        parser.error(f"--eval-tasks {sorted(untrained - {args.holdout_task})} are neither trained on (--tasks) "
+                     f"nor the --holdout-task")
     args.out.mkdir(parents=True, exist_ok=True)
     progress = Progress(args.out)
     print("data:", flush=True)
