@@ -28,8 +28,8 @@ from typing import Any
 import yaml
 
 from embodied_r.core.intervals import format_interval, paired_difference, score_interval
+from embodied_r.core.io import read_json, read_jsonl
 from embodied_r.demo import DemoSize, training_recipe
-from embodied_r.io import read_json, read_jsonl
 
 ARMS = ("accuracy", "consistency")
 

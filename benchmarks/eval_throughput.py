@@ -16,11 +16,11 @@ import random
 import time
 
 from embodied_r.core.chat import render_chat
+from embodied_r.core.records import PromptRow
 from embodied_r.evaluation.predict import evaluate_rows, score_completion
 from embodied_r.evaluation.runner import load_eval_rows
-from embodied_r.reasoning.models import DEFAULT_REASONER, load_reasoner
-from embodied_r.reasoning.prompts import build_reasoner_messages
-from embodied_r.records import PromptRow
+from embodied_r.inference.models import DEFAULT_REASONER, load_reasoner
+from embodied_r.methods.embodied_r.prompts import build_reasoner_messages
 
 OBJECTS = ["sofa", "table", "door", "window", "chair", "bed", "lamp", "tv", "stool", "fridge"]
 ACTIONS = ["move forward", "turn left", "turn right", "rotate left", "look up"]

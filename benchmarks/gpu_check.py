@@ -54,7 +54,7 @@ def write_prompts(path: Path, model: Path, rows: int, prompt_tokens: int) -> Pat
     the model's tokenizer (a byte-level one with a small vocabulary: more tokens per word than Qwen's)."""
     from transformers import AutoTokenizer
 
-    from embodied_r.io import write_jsonl
+    from embodied_r.core.io import write_jsonl
     from embodied_r.training.data import toy_prompt_rows
 
     tokenizer = AutoTokenizer.from_pretrained(model)

@@ -40,8 +40,8 @@ from typing import Any
 def plain_trl(model_path: str, dataset: Any, args: argparse.Namespace, out: Path) -> list[dict[str, float]]:
     from trl import GRPOConfig, GRPOTrainer
 
-    from embodied_r.rewards.accuracy import accuracy_reward
-    from embodied_r.rewards.format import format_reward
+    from embodied_r.methods.accuracy import accuracy_reward
+    from embodied_r.methods.embodied_r.rewards import format_reward
     from embodied_r.training.callbacks import StepTimer
 
     config = GRPOConfig(
@@ -319,7 +319,7 @@ def main() -> None:
 
     import torch
 
-    from embodied_r.reasoning.models import resolve_model_path
+    from embodied_r.inference.models import resolve_model_path
     from embodied_r.training.data import load_prompt_rows, rows_to_dataset
 
     if args.threads:

@@ -8,9 +8,9 @@ Usage (from the repository root)::
 For every video it times, in one process and interleaved (best of ``--repeat``):
   * ``official``: ``benchmarks/official_keyframes.py`` (OpenCV reads and converts every frame, 1-fps
     temporary mp4 round trip, ORB on both frames of every pair, rasterised overlap);
-  * ``ours``: ``embodied_r.video.keyframes.extract_keyframes`` at default settings, and again with
-    FFmpeg's frame threading instead of the default single decoding thread;
-  * ``decode``: ``embodied_r.video.decode.sample_frames`` alone (the sampled frames as gray, what
+  * ``ours``: ``embodied_r.methods.embodied_r.keyframes.selection.extract_keyframes`` at default
+    settings, and again with FFmpeg's frame threading instead of the default single decoding thread;
+  * ``decode``: ``embodied_r.methods.embodied_r.keyframes.decode.sample_frames`` alone (the sampled frames as gray, what
     selection consumes), with one FFmpeg thread and with one per core; the faster of the two is the
     floor that selection is measured against;
 and prints wall time, source frames per second, the speed-up over the official pipeline, the cost of
@@ -40,10 +40,10 @@ from official_keyframes import official_keyframes  # noqa: E402
 from synthetic_video import Shot, render_shots, textured_world, write_video  # noqa: E402
 
 from embodied_r.cli.common import print_table  # noqa: E402
-from embodied_r.video import _pyav_backend  # noqa: E402
-from embodied_r.video.batch import output_path  # noqa: E402
-from embodied_r.video.decode import probe, sample_frames  # noqa: E402
-from embodied_r.video.keyframes import extract_keyframes  # noqa: E402
+from embodied_r.methods.embodied_r.keyframes import _pyav_backend  # noqa: E402
+from embodied_r.methods.embodied_r.keyframes.batch import output_path  # noqa: E402
+from embodied_r.methods.embodied_r.keyframes.decode import probe, sample_frames  # noqa: E402
+from embodied_r.methods.embodied_r.keyframes.selection import extract_keyframes  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------------
 # Test videos
@@ -201,7 +201,7 @@ def breakdown(path: Path) -> None:
     """CPU seconds of each stage of our extractor, run one after another (no threads), to show what
     bounds it: decoding the sampled frames, ORB on them, matching + homography + overlap; and the
     lower bound those give for the overlapped pipeline on this machine's cores."""
-    from embodied_r.video.keyframes import OverlapTracker
+    from embodied_r.methods.embodied_r.keyframes.selection import OverlapTracker
 
     def cpu(function: Callable[[], Any]) -> tuple[float, Any]:
         started = time.process_time()

@@ -36,9 +36,9 @@ from typing import Any
 import yaml
 
 from embodied_r.core.intervals import format_interval, paired_difference
+from embodied_r.core.io import atomic_write_json, atomic_write_text, read_json, read_jsonl, write_jsonl
 from embodied_r.demo import DemoSize, expand_globs, plan, run_stage_process, training_recipe
 from embodied_r.evaluation.metrics import task_table
-from embodied_r.io import atomic_write_json, atomic_write_text, read_json, read_jsonl, write_jsonl
 from embodied_r.training.recipe import merge_overrides, parse_overrides
 
 DATA_STAGES = ("world", "keyframes", "perception", "split", "prompts-train", "prompts-test")
@@ -103,7 +103,7 @@ def build_data(args: argparse.Namespace, progress: Progress) -> tuple[Path, Path
 
 def warm_up(args: argparse.Namespace, train: Path, progress: Progress) -> Path:
     """The format warm-up, once, into ``OUT/warmup/model``; every arm starts from it."""
-    from embodied_r.reasoning.models import resolve_model_path
+    from embodied_r.inference.models import resolve_model_path
     from embodied_r.training.data import load_prompt_rows
     from embodied_r.training.warmup import WarmupSettings, run_format_warmup
 

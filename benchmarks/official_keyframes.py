@@ -26,7 +26,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from embodied_r.video.sampling import constrained_sampling
+from embodied_r.methods.embodied_r.keyframes.sampling import constrained_sampling
 
 
 def downsample(path: Path) -> tuple[list[np.ndarray], list[int], float]:

@@ -35,10 +35,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from embodied_r.perception.backends import FrameRequest, FrameResult  # noqa: E402
-from embodied_r.perception.cache import PerceptionCache  # noqa: E402
-from embodied_r.perception.openai_client import OpenAIBackend  # noqa: E402
-from embodied_r.perception.prompts import build_frame_prompts  # noqa: E402
+from embodied_r.inference.openai_client import OpenAIBackend  # noqa: E402
+from embodied_r.inference.requests import FrameRequest, FrameResult  # noqa: E402
+from embodied_r.methods.embodied_r.perception.cache import PerceptionCache  # noqa: E402
+from embodied_r.methods.embodied_r.perception.prompts import build_frame_prompts  # noqa: E402
 
 
 class ServerProcess:

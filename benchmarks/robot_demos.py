@@ -22,9 +22,9 @@ def main() -> None:
     parser.add_argument("--resolution", type=int, default=224)
     args = parser.parse_args()
 
+    from embodied_r.methods.robot_r1.demos import episode_seed, make_env, render_frames, run_expert
+    from embodied_r.methods.robot_r1.keypoints import discover_keypoints, question_steps
     from embodied_r.sim.robot.camera import UprightRenderer
-    from embodied_r.sim.robot.demos import episode_seed, make_env, render_frames, run_expert
-    from embodied_r.sim.robot.keypoints import discover_keypoints, question_steps
     from embodied_r.sim.robot.tasks import DEFAULT_TASKS
 
     timings = {"ours (question frames only)": 0.0, "naive (render every step)": 0.0}

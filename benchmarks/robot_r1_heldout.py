@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r.core.intervals import format_interval, prediction_difference
-from embodied_r.io import read_jsonl
+from embodied_r.core.io import read_jsonl
 
 SPLITS = ("test_in", "test_out")
 

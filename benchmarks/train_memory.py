@@ -40,7 +40,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     import torch
 
-    from embodied_r.reasoning.models import resolve_model_path
+    from embodied_r.inference.models import resolve_model_path
     from embodied_r.training.host_memory import fix_mmap_threshold
 
     fix_mmap_threshold()  # as train() does on CPUs

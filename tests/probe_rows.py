@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from embodied_r.reasoning.prompts import build_reasoner_messages
+from embodied_r.methods.embodied_r.prompts import build_reasoner_messages
 
 OPTION_SETS = [
     ["A. left", "B. right", "C. behind", "D. front"],

@@ -93,7 +93,7 @@ def test_the_package_has_no_import_cycle() -> None:
 
 
 def package_of(module: str) -> str:
-    """``embodied_r.sim.robot.bench`` -> ``embodied_r.sim``; a top-level module is its own package."""
+    """``embodied_r.methods.robot_r1.bench`` -> ``embodied_r.sim``; a top-level module is its own package."""
     return ".".join(module.split(".")[:2])
 
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embodied_r.io import atomic_write_json, read_json, read_jsonl
-from embodied_r.records import KeyframeSet, QARecord
+from embodied_r.core.io import atomic_write_json, read_json, read_jsonl
+from embodied_r.core.records import KeyframeSet, QARecord
 
 logger = logging.getLogger(__name__)
 
@@ -66,13 +66,13 @@ def answer_question(video: str | Path, question: str, options: list[str] | None,
                     context: Any = None) -> CascadeAnswer:
     """Answer ``question`` about ``video`` with the perception ``backend`` and the ``reasoner`` model;
     ``context`` (a ContextPolicy) fits a prompt longer than the reasoner's context, or stops with why."""
+    from embodied_r.core.parsing import extract_think, parse_answer
     from embodied_r.evaluation.generation import TransformersEngine
-    from embodied_r.perception.cache import PerceptionCache
-    from embodied_r.perception.runner import keyframes_path, perceive
-    from embodied_r.reasoning.models import load_reasoner
-    from embodied_r.reasoning.parsing import extract_think, parse_answer
-    from embodied_r.reasoning.prompts import build_reasoner_messages
-    from embodied_r.video.keyframes import extract_keyframes
+    from embodied_r.inference.models import load_reasoner
+    from embodied_r.methods.embodied_r.keyframes.selection import extract_keyframes
+    from embodied_r.methods.embodied_r.perception.cache import PerceptionCache
+    from embodied_r.methods.embodied_r.perception.runner import keyframes_path, perceive
+    from embodied_r.methods.embodied_r.prompts import build_reasoner_messages
 
     video = Path(video).resolve()
     work = Path(work_dir)

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from embodied_r.io import atomic_write_json, atomic_write_text, exclusive_output, read_json
+from embodied_r.core.io import atomic_write_json, atomic_write_text, exclusive_output, read_json
 from embodied_r.training.warmup import warmup_model_dir
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from embodied_r.cli.main import build_parser, main
-from embodied_r.records import PromptRow
+from embodied_r.core.records import PromptRow
 
 
 def test_help_lists_subcommands(capsys: pytest.CaptureFixture[str]) -> None:

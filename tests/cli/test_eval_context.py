@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from probe_rows import quick_eval_argv
 
-from embodied_r.io import read_jsonl, write_jsonl
-from embodied_r.reasoning.prompts import build_reasoner_messages
-from embodied_r.records import PromptRow
+from embodied_r.core.io import read_jsonl, write_jsonl
+from embodied_r.core.records import PromptRow
+from embodied_r.methods.embodied_r.prompts import build_reasoner_messages
 
 # Enough for torch plus the tiny model; an unfitted 200,000-character prompt needs tens of GB of attention.
 ADDRESS_SPACE_CAP = 6 * 1024**3

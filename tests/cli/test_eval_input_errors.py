@@ -10,7 +10,7 @@ from pathlib import Path
 from probe_rows import probe_rows, quick_eval_argv
 
 from embodied_r.cli.main import main
-from embodied_r.io import atomic_write_text, write_jsonl
+from embodied_r.core.io import atomic_write_text, write_jsonl
 
 
 def test_a_model_typo_leaves_the_output_folder_free(tmp_path: Path, tiny_lm_dir: Path, capsys) -> None:

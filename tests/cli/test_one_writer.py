@@ -15,10 +15,10 @@ import pytest
 from probe_rows import probe_rows, quick_eval_argv
 
 from embodied_r.cli.main import main
-from embodied_r.io import OutputLockedError, exclusive_output, write_jsonl
+from embodied_r.core.io import OutputLockedError, exclusive_output, write_jsonl
 
 HOLD = (
-    "import sys, time\nfrom embodied_r.io import exclusive_output\nwith exclusive_output(sys.argv[1]):\n"
+    "import sys, time\nfrom embodied_r.core.io import exclusive_output\nwith exclusive_output(sys.argv[1]):\n"
     "    print('held', flush=True)\n    time.sleep(60)\n"
 )
 

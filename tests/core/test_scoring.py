@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from embodied_r.core.records import ANSWER_TYPES, PromptRow
 from embodied_r.core.scoring import score_answer, score_completion
 from embodied_r.evaluation.predict import score_completion as evaluation_score
-from embodied_r.records import ANSWER_TYPES, PromptRow
-from embodied_r.rewards.accuracy import accuracy_reward
-from embodied_r.rewards.robot import open_l1
+from embodied_r.methods.accuracy import accuracy_reward
+from embodied_r.methods.robot_r1.rewards import open_l1
 
 OPTIONS = ["A. left", "B. right", "C. ahead", "D. behind"]
 # (answer type, gold, options, completions): right, partly right, wrong, unreadable

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from embodied_r.core.records import PromptRow
 from embodied_r.evaluation.baselines import direct_answer_rows, position_bias, prior_baseline, random_baseline
 from embodied_r.evaluation.judge import consistency_summary, judge_predictions
-from embodied_r.records import PromptRow
 
 DOCTEST_MODULES = [
     "embodied_r.evaluation.baselines", "embodied_r.evaluation.judge", "embodied_r.evaluation.split",

@@ -7,6 +7,8 @@ import pandas as pd
 import pytest
 from shared_paths import shared_data
 
+from embodied_r.core.io import DataFileError
+from embodied_r.core.records import QARecord
 from embodied_r.evaluation.benchmarks.egoschema import load_egoschema
 from embodied_r.evaluation.benchmarks.mvbench import load_mvbench
 from embodied_r.evaluation.benchmarks.registry import load_qa, parse_spec
@@ -14,8 +16,6 @@ from embodied_r.evaluation.benchmarks.synthetic import load_synthetic
 from embodied_r.evaluation.benchmarks.urbanvideo import load_urbanvideo, scene_of_video, split_question
 from embodied_r.evaluation.benchmarks.vsibench import load_vsibench
 from embodied_r.evaluation.reference_names import mvbench, vsibench
-from embodied_r.io import DataFileError
-from embodied_r.records import QARecord
 
 # ---------------------------------------------------------------------------------------------------
 # UrbanVideo-Bench (real file)

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 from shared_paths import shared_data
 
+from embodied_r.core.io import DataFileError
 from embodied_r.evaluation.benchmarks.embodied_r_json import load_embodied_r_json, parse_options_from_text
-from embodied_r.io import DataFileError
-from embodied_r.reasoning.prompts import (
+from embodied_r.methods.embodied_r.prompts import (
     OFFICIAL_EXACT_SYSTEM_PROMPT,
     OFFICIAL_SYSTEM_PROMPT,
     build_user_text,
@@ -55,9 +55,9 @@ def test_official_variant_from_a_question_record_matches_the_processed_prompt() 
     # UrbanVideo-Bench's questions through its loader and build-prompts' own function, with the frames the
     # official pipeline wrote: the official bytes, system prompt included.
     pytest.importorskip("pandas")
+    from embodied_r.core.records import Perception
     from embodied_r.evaluation.benchmarks.urbanvideo import load_urbanvideo
-    from embodied_r.perception.prompt_rows import build_rows
-    from embodied_r.records import Perception
+    from embodied_r.methods.embodied_r.perception.prompt_rows import build_rows
 
     items = {str(x["Question_id"]): x for x in
              json.loads(Path(shared_data("embodied_r_processed/urban_original_test.json")).read_text())}

@@ -9,11 +9,11 @@ import pytest
 
 from embodied_r.cli.main import main
 from embodied_r.core.chat import render_chat
+from embodied_r.core.io import DataFileError, read_jsonl
+from embodied_r.core.records import PromptRow
 from embodied_r.evaluation.generation import generate_batch
 from embodied_r.evaluation.predict import evaluate_rows
 from embodied_r.evaluation.runner import run_eval
-from embodied_r.io import DataFileError, read_jsonl
-from embodied_r.records import PromptRow
 
 PREFIX = "<think>"
 
@@ -32,7 +32,7 @@ def _write_rows(path: Path, rows: list[PromptRow]) -> Path:
 
 
 def test_prefix_continues_the_rendered_prompt(tiny_lm_dir: Path) -> None:
-    from embodied_r.reasoning.models import load_reasoner
+    from embodied_r.inference.models import load_reasoner
 
     model, tokenizer = load_reasoner(str(tiny_lm_dir), dtype="float32")
     rows = _rows(3)
@@ -52,7 +52,7 @@ def test_smollm2_prefix_tokens_join_the_template_cleanly() -> None:
     # text. They are the same sequence only if the tokenizer does not merge across the boundary.
     from transformers import AutoTokenizer
 
-    from embodied_r.reasoning.models import converted_model_dir
+    from embodied_r.inference.models import converted_model_dir
 
     path = converted_model_dir("smollm2-135m-instruct")
     if not (path / "tokenizer_config.json").is_file():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from embodied_r.cli.main import main
-from embodied_r.io import read_jsonl
+from embodied_r.core.io import read_jsonl
 
 OPTIONS = ["A. up", "B. down", "C. left", "D. right"]
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from embodied_r.core.io import DataFileError, read_jsonl
+from embodied_r.core.records import Perception, QARecord
 from embodied_r.evaluation import generation
 from embodied_r.evaluation.inputs import PerceptionSource
 from embodied_r.evaluation.runner import load_eval_rows, run_eval
-from embodied_r.io import DataFileError, read_jsonl
-from embodied_r.records import Perception, QARecord
 
 
 def _write_qa(tmp_path: Path, n: int = 4) -> Path:
@@ -160,8 +160,8 @@ def test_engine_choice_errors_are_clear(monkeypatch: pytest.MonkeyPatch) -> None
 def test_vlm_only_baseline_through_the_perception_backend(tmp_path: Path) -> None:
     from fake_vlm_server import FakeVLMServer
 
+    from embodied_r.core.records import PromptRow
     from embodied_r.evaluation.analysis import vlm_only_baseline
-    from embodied_r.records import PromptRow
 
     video, keyframes = _video_with_keyframes(tmp_path)
     prompt = [{"role": "user", "content": "Frame 0: x\nQuestion: Where is the door?\nChoices:\nA. left\nB. right"}]
@@ -195,7 +195,7 @@ def _video_with_keyframes(tmp_path: Path) -> tuple[Path, Path]:
     import cv2
     import numpy as np
 
-    from embodied_r.records import KeyframeSet
+    from embodied_r.core.records import KeyframeSet
 
     video = tmp_path / "clip.mp4"
     writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"mp4v"), 5.0, (64, 48))

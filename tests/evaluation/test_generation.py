@@ -5,11 +5,11 @@ from pathlib import Path
 from embodied_r.core.chat import render_chat
 from embodied_r.evaluation import generation
 from embodied_r.evaluation.generation import generate_batch
-from embodied_r.reasoning.prompts import build_reasoner_messages
+from embodied_r.methods.embodied_r.prompts import build_reasoner_messages
 
 
 def test_shared_prefix_generation_matches_the_plain_path(tiny_lm_dir: Path, monkeypatch) -> None:
-    from embodied_r.reasoning.models import load_reasoner
+    from embodied_r.inference.models import load_reasoner
 
     model, tokenizer = load_reasoner(str(tiny_lm_dir), dtype="float32")
     frames = [[{"delta": f"A {o} ahead."}, {"action": "turn left", "delta": "A door."}]

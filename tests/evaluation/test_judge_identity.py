@@ -9,8 +9,8 @@ import yaml
 from probe_rows import probe_rows, quick_eval_argv
 
 from embodied_r.cli.main import main
+from embodied_r.core.io import write_jsonl
 from embodied_r.evaluation.judge_identity import judge_flags, training_judge
-from embodied_r.io import write_jsonl
 
 
 def _training_run(root: Path, start_model: Path, reference_model="policy") -> Path:

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from embodied_r.core.io import DataFileError
+from embodied_r.core.records import Prediction
 from embodied_r.evaluation.metrics import task_table
 from embodied_r.evaluation.report import build_report, training_history
-from embodied_r.io import DataFileError
-from embodied_r.records import Prediction
 
 
 def make_eval_run(folder: Path, correct: list[bool]) -> Path:

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
+from embodied_r.core.io import DataFileError, read_jsonl
+from embodied_r.core.records import PromptRow
 from embodied_r.evaluation import predict
 from embodied_r.evaluation.predict import evaluate_rows, score_completion
 from embodied_r.evaluation.runner import load_eval_rows, run_eval
-from embodied_r.io import DataFileError, read_jsonl
-from embodied_r.records import PromptRow
 
 
 def _rows(n: int) -> list[PromptRow]:
@@ -34,7 +34,7 @@ def test_score_completion_uses_the_shared_parser() -> None:
 
 
 def test_evaluate_rows_with_a_tiny_model(tiny_lm_dir: Path) -> None:
-    from embodied_r.reasoning.models import load_reasoner
+    from embodied_r.inference.models import load_reasoner
 
     model, tokenizer = load_reasoner(str(tiny_lm_dir), dtype="float32")
     rows = _rows(5)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 from shared_paths import shared_data
 
+from embodied_r.core.records import QARecord
 from embodied_r.evaluation.benchmarks.urbanvideo import load_urbanvideo
 from embodied_r.evaluation.split import (
     embodied_r_selection,
@@ -10,7 +11,6 @@ from embodied_r.evaluation.split import (
     scene_key,
     split_by_scene,
 )
-from embodied_r.records import QARecord
 
 
 def _records() -> list[QARecord]:

@@ -13,7 +13,7 @@ from embodied_r.inference.context_policy import (
     model_context_length,
     token_budget_batches,
 )
-from embodied_r.reasoning.prompts import build_reasoner_messages
+from embodied_r.methods.embodied_r.prompts import build_reasoner_messages
 
 
 class CharTokenizer:

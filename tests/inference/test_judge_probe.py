@@ -9,9 +9,9 @@ import pytest
 from probe_rows import ConstantJudge, ContentJudge, LetterJudge, probe_rows
 
 from embodied_r.cli.main import main
+from embodied_r.core.io import write_jsonl
 from embodied_r.inference.judge_probe import ProbeError, build_probe_cases, run_probe
 from embodied_r.inference.letter_mask import MASK, mask_option_letters
-from embodied_r.io import write_jsonl
 
 
 def test_cases_reach_every_option_by_content_never_by_letter() -> None:

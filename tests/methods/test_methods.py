@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from embodied_r.methods import EMBODIED_R, METHODS, ROBOT_R1, method_for_row
-from embodied_r.reasoning.prompts import TEMPLATES
+from embodied_r.methods.embodied_r.prompts import TEMPLATES
 
 
 def test_every_prompt_version_belongs_to_one_method() -> None:
-    from embodied_r.sim.robot.scene_text import PROMPT_VERSION
+    from embodied_r.methods.robot_r1.prompts import PROMPT_VERSION
 
     assert set(EMBODIED_R.prompt_versions) == set(TEMPLATES)
     assert ROBOT_R1.prompt_versions == (PROMPT_VERSION,)

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from embodied_r.io import write_jsonl
-from embodied_r.records import PromptRow
-from embodied_r.rewards import REWARDS, register_reward
+from embodied_r.core.io import write_jsonl
+from embodied_r.core.records import PromptRow
+from embodied_r.methods.rewards import REWARDS, register_reward
 
 
 def length_reward(completions, **_):

@@ -52,7 +52,7 @@ def deepspeed_config_for(accelerate_file: Path, overrides: list[str], tmp_path: 
     from accelerate.utils import DeepSpeedPlugin
     from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
 
-    from embodied_r.rewards.schedule import RewardSchedule
+    from embodied_r.methods.embodied_r.schedule import RewardSchedule
     from embodied_r.training.grpo import build_config
     from embodied_r.training.recipe import load_recipe
 

@@ -222,7 +222,7 @@ def test_samples_come_from_every_process(tmp_path, monkeypatch) -> None:
     import accelerate.utils
     import torch
 
-    from embodied_r.io import read_jsonl
+    from embodied_r.core.io import read_jsonl
     from embodied_r.training.grpo import EmbodiedGRPOTrainer
 
     other_rank = [(1, {"id": "r1-a", "task": "t", "answer": "B", "completion": "x"}),

@@ -48,8 +48,8 @@ import pytest
 import yaml
 from two_process_grpo import weights_digest  # the driver beside this file (pytest puts its folder on the path)
 
-from embodied_r.io import write_jsonl
-from embodied_r.records import PromptRow
+from embodied_r.core.io import write_jsonl
+from embodied_r.core.records import PromptRow
 
 DRIVER = Path(__file__).with_name("two_process_grpo.py")
 LEARNING_RATE = 1e-3

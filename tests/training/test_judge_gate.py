@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from probe_rows import ConstantJudge, ContentJudge, probe_rows
 
+from embodied_r.core.io import write_jsonl
 from embodied_r.inference.judges import JudgeError
-from embodied_r.io import write_jsonl
-from embodied_r.rewards.schedule import RewardSchedule
+from embodied_r.methods.embodied_r.schedule import RewardSchedule
 from embodied_r.training.grpo import build_trainer
 from embodied_r.training.recipe import RecipeError, load_recipe
 
@@ -102,7 +102,7 @@ def test_a_short_run_warns_at_its_start(tiny_recipe, caplog) -> None:
         {"start": 50, "weights": {"format": 0.5, "accuracy": 0.5}},
     ]
     recipe = load_recipe(tiny_recipe(max_steps=1, reward_schedule={"unit": "step", "stages": stages}))
-    with caplog.at_level("WARNING", logger="embodied_r.rewards.schedule"):
+    with caplog.at_level("WARNING", logger="embodied_r.methods.embodied_r.schedule"):
         summary = train(recipe)
     assert any("stage 2" in r.message and "max_steps >= 50" in r.message for r in caplog.records)
     assert summary["schedule_unreached"] and "stage 2" in summary["schedule_unreached"][0]

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from embodied_r.cli.main import main
-from embodied_r.io import DataFileError, write_jsonl
-from embodied_r.rewards.schedule import RewardSchedule
+from embodied_r.core.io import DataFileError, write_jsonl
+from embodied_r.methods.embodied_r.schedule import RewardSchedule
 from embodied_r.training.data import load_prompt_rows, rows_to_dataset, toy_prompt_rows
 from embodied_r.training.recipe import (
     OUR_KEYS,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from embodied_r.core.chat import render_chat
-from embodied_r.rewards.format import format_steps
+from embodied_r.methods.embodied_r.rewards import format_steps
 from embodied_r.training import grpo
 from embodied_r.training.data import load_prompt_rows
 from embodied_r.training.grpo import train

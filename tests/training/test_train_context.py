@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from embodied_r.cli.main import main
-from embodied_r.io import write_jsonl
-from embodied_r.records import PromptRow
+from embodied_r.core.io import write_jsonl
+from embodied_r.core.records import PromptRow
 from embodied_r.training.grpo import train
 from embodied_r.training.recipe import RecipeError, load_recipe
 

@@ -56,7 +56,7 @@ def _plain(value: float) -> float | None:
 
 def judge_report(trainer: Any) -> dict[str, Any] | None:
     """This rank's consistency judge: source, size next to the policy's, weights digest, fixed answers."""
-    from embodied_r.rewards.consistency import ConsistencyReward
+    from embodied_r.methods.embodied_r.consistency import ConsistencyReward
 
     rewards = [f for f in trainer.reward_funcs if isinstance(f, ConsistencyReward)]
     if not rewards:
@@ -128,7 +128,7 @@ def main() -> int:
     from conftest import length_reward  # tests/training/conftest.py: a reward that varies in every group
 
     from embodied_r.cli.main import main as cli_main
-    from embodied_r.rewards import register_reward
+    from embodied_r.methods.rewards import register_reward
 
     torch.set_num_threads(1)  # two ranks on a 2-core machine: one thread each
     record_dir, cli_args = Path(sys.argv[1]), sys.argv[2:]

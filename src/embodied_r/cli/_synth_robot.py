@@ -61,8 +61,8 @@ def run_robot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from embodied_r.cli.common import CLIError, console, print_table
+    from embodied_r.methods.robot_r1.pipeline import SynthConfig, build_datasets, generate_episodes
     from embodied_r.sim.robot.camera import CameraError
-    from embodied_r.sim.robot.pipeline import SynthConfig, build_datasets, generate_episodes
     from embodied_r.sim.robot.tasks import UnknownTaskError
 
     width, height = _resolution(args.resolution)

@@ -52,7 +52,7 @@ def run_world(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from embodied_r.cli.common import CLIError, console
-    from embodied_r.io import DataFileError, read_jsonl
+    from embodied_r.core.io import DataFileError, read_jsonl
     from embodied_r.sim.world.dataset import WorldConfig, generate_world
     from embodied_r.sim.world.render import RenderError
     from embodied_r.sim.world.scenes import SceneError
@@ -89,7 +89,7 @@ def run_questions(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from embodied_r.cli.common import CLIError, console
-    from embodied_r.io import DataFileError, write_jsonl
+    from embodied_r.core.io import DataFileError, write_jsonl
     from embodied_r.sim.world.dataset import load_meta_file, meta_questions
 
     try:

@@ -43,7 +43,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 def _backend(args: argparse.Namespace, video_dir: Any) -> Any:
     from embodied_r.cli.common import CLIError
     from embodied_r.cli.perceive import _backend_options
-    from embodied_r.perception.factory import make_backend
+    from embodied_r.methods.embodied_r.perception.factory import make_backend
 
     name, _, model = args.vlm.partition("/")
     if name not in ("oracle", "openai", "transformers"):
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     from embodied_r.cascade import answer_question
     from embodied_r.cli.common import CLIError, console, context_policy, print_table
-    from embodied_r.reasoning.models import cache_dir
+    from embodied_r.inference.models import cache_dir
 
     video = Path(args.video)
     if not video.is_file():

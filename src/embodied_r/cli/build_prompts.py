@@ -1,7 +1,7 @@
 """``embodied-r build-prompts``: questions + perception -> the reasoner prompt rows training and eval read.
 
 Each row is a ``PromptRow`` whose ``prompt`` is the chat (system + user) built by
-``embodied_r.reasoning.prompts.build_reasoner_messages`` — the official Embodied-R text by default —
+``embodied_r.methods.embodied_r.prompts.build_reasoner_messages`` — the official Embodied-R text by default —
 so GRPO training and evaluation see exactly the same prompt for a question. Questions without a
 perception record are listed and skipped, never given an empty video description.
 """
@@ -32,7 +32,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def split_invalid_answers(rows: list[Any]) -> tuple[list[Any], list[str]]:
     """Rows whose choice answer is one of their option letters, and a reason for each other row."""
-    from embodied_r.reasoning.parsing import option_letters
+    from embodied_r.core.parsing import option_letters
 
     kept, invalid = [], []
     for row in rows:
@@ -47,10 +47,10 @@ def split_invalid_answers(rows: list[Any]) -> tuple[list[Any], list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     from embodied_r.cli.common import console
-    from embodied_r.io import DataFileError, iter_jsonl, write_jsonl
-    from embodied_r.perception.prompt_rows import build_rows
-    from embodied_r.perception.runner import load_questions
-    from embodied_r.records import Perception
+    from embodied_r.core.io import DataFileError, iter_jsonl, write_jsonl
+    from embodied_r.core.records import Perception
+    from embodied_r.methods.embodied_r.perception.prompt_rows import build_rows
+    from embodied_r.methods.embodied_r.perception.runner import load_questions
 
     questions = load_questions(args.qa)
     if not questions:

@@ -105,8 +105,8 @@ def run_split(args: argparse.Namespace) -> int:
 
 def run_check(args: argparse.Namespace) -> int:
     from embodied_r.cli.common import print_table
+    from embodied_r.core.io import write_jsonl
     from embodied_r.evaluation.benchmarks.registry import load_qa, summarize_records
-    from embodied_r.io import write_jsonl
 
     records, report = load_qa(args.spec)
     _print_report(args.spec, report)

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 def print_judge_verdict(out_dir: Any) -> None:
     """Say plainly whether the consistency stage of the demo's training measured anything."""
     from embodied_r.cli.common import console
-    from embodied_r.io import read_json
+    from embodied_r.core.io import read_json
 
     path = out_dir / "train" / "judge_probe.json"
     if not path.is_file():
@@ -82,7 +82,7 @@ def print_judge_verdict(out_dir: Any) -> None:
 def print_before_after(summary: dict[str, Any], out_dir: Any = None) -> None:
     from embodied_r.cli.common import console, print_table
     from embodied_r.core.intervals import format_interval, prediction_difference
-    from embodied_r.io import read_jsonl
+    from embodied_r.core.io import read_jsonl
 
     keys = [(key, label) for key, label in
             (("eval_before", "before"), ("eval_warmup", "after warm-up"), ("eval_after", "after GRPO"))

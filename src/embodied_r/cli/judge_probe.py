@@ -75,11 +75,11 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from embodied_r.cli.common import CLIError, console, print_table
+    from embodied_r.core.io import atomic_write_json
     from embodied_r.evaluation.judge import make_judge
     from embodied_r.evaluation.runner import load_eval_rows
     from embodied_r.inference.judge_probe import ProbeError, build_probe_cases, run_probe
     from embodied_r.inference.judges import JudgeError
-    from embodied_r.io import atomic_write_json
 
     if args.cases < 16:
         raise CLIError(f"--cases must be at least 16, got {args.cases}")

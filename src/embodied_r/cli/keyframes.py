@@ -36,8 +36,8 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from embodied_r.cli.common import CLIError, console, print_table
-    from embodied_r.io import exclusive_output
-    from embodied_r.video.batch import KeyframeJob, expand_inputs, is_done, output_path
+    from embodied_r.core.io import exclusive_output
+    from embodied_r.methods.embodied_r.keyframes.batch import KeyframeJob, expand_inputs, is_done, output_path
 
     _check_options(args, CLIError)
     missing = [v for v in args.videos if not Path(v).exists()]
@@ -97,7 +97,7 @@ def _check_unique_outputs(videos: list[Any], out_dir: Any, output_path: Any, err
 def _run_with_progress(todo: list[Any], out_dir: Any, job: Any, workers: int) -> list[dict[str, Any]]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from embodied_r.video.batch import run_batch, uses_workers
+    from embodied_r.methods.embodied_r.keyframes.batch import run_batch, uses_workers
 
     if not todo:
         return []

@@ -54,10 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     from embodied_r.cli.common import CLIError
+    from embodied_r.core.io import DataFileError
+    from embodied_r.core.records import RecordError
     from embodied_r.inference.context_policy import ContextError
-    from embodied_r.io import DataFileError
-    from embodied_r.reasoning.models import ModelLoadError
-    from embodied_r.records import RecordError
+    from embodied_r.inference.models import ModelLoadError
 
     try:
         return int(args._run(args) or 0)
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ConnectionError as exc:
-        from embodied_r.perception.openai_client import ServerUnreachableError
+        from embodied_r.inference.openai_client import ServerUnreachableError
 
         if not isinstance(exc, ServerUnreachableError):
             raise

@@ -99,9 +99,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
 
     from embodied_r.cli.common import CLIError, console, print_table
-    from embodied_r.perception.cache import PerceptionCache
-    from embodied_r.perception.factory import make_backend
-    from embodied_r.perception.runner import load_questions, perceive
+    from embodied_r.methods.embodied_r.perception.cache import PerceptionCache
+    from embodied_r.methods.embodied_r.perception.factory import make_backend
+    from embodied_r.methods.embodied_r.perception.runner import load_questions, perceive
 
     qa_path, keyframes_dir, out = Path(args.qa), Path(args.keyframes), Path(args.out)
     if not keyframes_dir.is_dir():

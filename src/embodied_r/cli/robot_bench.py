@@ -65,7 +65,7 @@ def make_judge(args: argparse.Namespace) -> Any:
         engine: Any = EndpointVLEngine(args.judge, served_model=args.judge_model, concurrency=8)
     else:
         from embodied_r.evaluation.generation import TransformersEngine
-        from embodied_r.reasoning.models import load_reasoner
+        from embodied_r.inference.models import load_reasoner
 
         engine = TransformersEngine(*load_reasoner(args.judge, dtype=args.dtype))
 
@@ -79,8 +79,8 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from embodied_r.cli.common import CLIError, check_generation_arguments, console, context_policy, print_table
-    from embodied_r.sim.robot.bench import run_bench
-    from embodied_r.sim.robot.grading_probe import EXPECTED
+    from embodied_r.methods.robot_r1.bench import run_bench
+    from embodied_r.methods.robot_r1.grading_probe import EXPECTED
 
     if not Path(args.data).is_file():
         raise CLIError(f"--data {args.data}: file not found; create it with `embodied-r synth robot --out DIR`")

@@ -20,7 +20,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from embodied_r.reasoning.parsing import parse_answer, parse_xyz
+from embodied_r.core.parsing import parse_answer, parse_xyz
 
 # VSI-Bench's confidence thresholds C = {0.50, 0.55, ..., 0.95}, as the reference code builds them:
 # np.linspace(.5, .95, int((.95 - .5) / .05 + 2)), i.e. 10 points start + i * step with the last set

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from embodied_r.core.records import PromptRow
 from embodied_r.evaluation.baselines import (
     direct_answer_rows,
     not_run,
@@ -20,7 +21,6 @@ from embodied_r.evaluation.baselines import (
 )
 from embodied_r.evaluation.benchmarks.common import LoadReport
 from embodied_r.evaluation.metrics import task_table
-from embodied_r.records import PromptRow
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def vlm_only_baseline(rows: Sequence[PromptRow], perception: Any, out: Path) -> 
     if backend == "oracle":
         return not_run("vlm_only", "the oracle backend writes simulator ground truth; it cannot answer questions")
     from embodied_r.evaluation.vlm_only import run_vlm_only
-    from embodied_r.perception.factory import make_backend
+    from embodied_r.methods.embodied_r.perception.factory import make_backend
 
     predictions, excluded = run_vlm_only(rows, make_backend(backend, **perception.options), perception.keyframes,
                                          out / "baselines" / "vlm_only.jsonl")

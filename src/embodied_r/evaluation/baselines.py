@@ -19,10 +19,10 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from embodied_r.core.parsing import option_letters
+from embodied_r.core.records import Prediction, PromptRow
 from embodied_r.core.scoring import score_answer
 from embodied_r.evaluation.metrics import task_table
-from embodied_r.reasoning.parsing import option_letters
-from embodied_r.records import Prediction, PromptRow
 
 
 def _prediction(row: PromptRow, parsed: Any, score: float, completion: str = "") -> dict[str, Any]:
@@ -57,7 +57,7 @@ def fit_prior(rows: Sequence[PromptRow]) -> dict[str, Any]:
 def prior_baseline(rows: Sequence[PromptRow], fit_rows: Sequence[PromptRow] | None = None) -> dict[str, Any]:
     """Most-frequent-letter (median-number) prior per task, scored like a model's answers.
 
-    >>> from embodied_r.records import PromptRow
+    >>> from embodied_r.core.records import PromptRow
     >>> rows = [PromptRow(str(i), "t", [], a, "choice", ["A. x", "B. y"]) for i, a in enumerate("AAB")]
     >>> round(prior_baseline(rows)["overall"]["micro"], 3)
     0.667
@@ -90,7 +90,7 @@ def prior_baseline(rows: Sequence[PromptRow], fit_rows: Sequence[PromptRow] | No
 
 def direct_answer_rows(rows: Sequence[PromptRow]) -> list[PromptRow]:
     """The same questions with the no-thinking prompt (same user text, answer-only instruction)."""
-    from embodied_r.reasoning.prompts import direct_answer_messages
+    from embodied_r.methods.embodied_r.prompts import direct_answer_messages
 
     out = []
     for row in rows:

@@ -279,9 +279,9 @@ def make_engine(model_name: str, engine: str = "auto", dtype: str = "auto") -> A
         if not vllm_available():
             raise RuntimeError("--engine vllm needs the vllm package and a CUDA GPU "
                                "(pip install 'embodied-r[vllm]'); use --engine transformers on CPU")
-        from embodied_r.reasoning.models import resolve_model_path
+        from embodied_r.inference.models import resolve_model_path
 
         return VLLMEngine(resolve_model_path(model_name), dtype=dtype)
-    from embodied_r.reasoning.models import load_reasoner
+    from embodied_r.inference.models import load_reasoner
 
     return TransformersEngine(*load_reasoner(model_name, dtype=dtype))

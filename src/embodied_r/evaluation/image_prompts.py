@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r.core.chat import Messages
-from embodied_r.io import DataFileError
+from embodied_r.core.io import DataFileError
 
 
 def image_parts(messages: Messages) -> Iterator[dict[str, Any]]:

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from embodied_r.core.io import DataFileError, require_file
+from embodied_r.core.records import PromptRow, QARecord
+from embodied_r.core.validity import row_problem
 from embodied_r.evaluation.benchmarks.common import LoadReport, check_records, read_records
 from embodied_r.evaluation.benchmarks.registry import (
     load_qa,
@@ -22,8 +25,6 @@ from embodied_r.evaluation.benchmarks.registry import (
     prompt_rows_from_perception,
     read_perceptions,
 )
-from embodied_r.io import DataFileError, require_file
-from embodied_r.records import PromptRow, QARecord
 
 logger = logging.getLogger(__name__)
 
@@ -48,24 +49,12 @@ class PerceptionSource:
 def load_prompt_rows_jsonl(path: str | Path) -> tuple[list[PromptRow], LoadReport]:
     """PromptRow jsonl (what ``build-prompts`` writes); unusable rows are reported, not scored."""
     report = LoadReport()
-    rows = check_records(read_records(path, PromptRow, report), report, problem_of=_row_problem)
+    rows = check_records(read_records(path, PromptRow, report), report, problem_of=row_problem)
     return rows, report
 
 
-def _row_problem(row: PromptRow) -> str | None:
-    if not row.prompt or not any(str(m.get("content", "")).strip() for m in row.prompt):
-        return "empty prompt"
-    if row.answer_type == "choice":
-        if not row.options:
-            return "choice question without options"
-        letters = {str(o).strip()[:1].upper() for o in row.options}
-        if str(row.answer).strip().upper() not in letters:
-            return f"answer {row.answer!r} is not one of the option letters"
-    return None
-
-
 # An official processed file is the official pipeline's text: by default it is sent with the official
-# system prompt, byte for byte (reasoning/prompts.py); prompts built here from perception default to ours.
+# system prompt, byte for byte (methods/embodied_r/prompts.py); prompts built here from perception default to ours.
 PROCESSED_FILE_PROMPT_VERSION = "official"
 
 
@@ -106,7 +95,7 @@ def load_inputs(data: str | Path, prompt_version: str | None = None, perception:
         base = Path(spec.path.partition("#")[0])
         qa_dir = base if base.is_dir() else base.parent  # relative videos are relative to the question file
         perceptions = read_perceptions(run_perception(records, perception, Path(out_dir), report, qa_dir))
-    from embodied_r.reasoning.prompts import DEFAULT_PROMPT_VERSION
+    from embodied_r.methods.embodied_r.prompts import DEFAULT_PROMPT_VERSION
 
     rows = prompt_rows_from_perception(records, perceptions, report, prompt_version or DEFAULT_PROMPT_VERSION)
     return rows, report
@@ -139,9 +128,9 @@ def run_perception(records: list[QARecord], source: PerceptionSource, out_dir: P
 
     Questions whose video is missing are not sent; they end up reported as having no perception.
     """
-    from embodied_r.perception.cache import PerceptionCache
-    from embodied_r.perception.factory import make_backend
-    from embodied_r.perception.runner import perceive
+    from embodied_r.methods.embodied_r.perception.cache import PerceptionCache
+    from embodied_r.methods.embodied_r.perception.factory import make_backend
+    from embodied_r.methods.embodied_r.perception.runner import perceive
 
     if not source.keyframes or not Path(source.keyframes).is_dir():
         raise DataFileError(f"--keyframes {source.keyframes}: not a folder; run `embodied-r keyframes` on the "

@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from embodied_r.io import JsonlAppender
-from embodied_r.reasoning.parsing import extract_think
-from embodied_r.records import PromptRow
+from embodied_r.core.io import JsonlAppender
+from embodied_r.core.parsing import extract_think
+from embodied_r.core.records import PromptRow
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def judge_predictions(judge: Any, rows: Mapping[str, PromptRow], predictions: Se
                       out_path: str | Path, chunk_size: int = 32) -> list[dict[str, Any]]:
     """Judge every choice prediction that has a parsed answer and a think block; returns all judgements
     (resumed ones included). Predictions without reasoning are recorded as not judged."""
-    from embodied_r.rewards.consistency import judge_completions
+    from embodied_r.methods.embodied_r.consistency import judge_completions
 
     appender = JsonlAppender(out_path)
     done = appender.done_keys("id")

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from embodied_r.io import read_json
+from embodied_r.core.io import read_json
 
 
 def _run_folder(model: str) -> Path | None:
@@ -34,7 +34,7 @@ def canonical_model(spec: Any) -> str:
     if text.startswith(("http://", "https://")) or isinstance(spec, dict):
         return text
     try:
-        from embodied_r.reasoning.models import BUILTIN_MODELS, converted_model_dir
+        from embodied_r.inference.models import BUILTIN_MODELS, converted_model_dir
 
         if text in BUILTIN_MODELS:
             return str(converted_model_dir(text).resolve())
@@ -51,7 +51,7 @@ def training_judge(model: str) -> dict[str, Any] | None:
     if run is None:
         return None
     recipe = yaml.safe_load((run / "resolved_recipe.yaml").read_text(encoding="utf-8")) or {}
-    from embodied_r.rewards import reward_spec
+    from embodied_r.methods.rewards import reward_spec
 
     if "consistency" not in [reward_spec(entry)[0] for entry in recipe.get("rewards") or []]:
         return None

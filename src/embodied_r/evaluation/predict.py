@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from embodied_r.core.io import JsonlAppender
+from embodied_r.core.records import Prediction, PromptRow
 from embodied_r.core.scoring import score_completion as core_score
 from embodied_r.evaluation.generation import TransformersEngine
 from embodied_r.inference.context_policy import ContextPolicy
-from embodied_r.io import JsonlAppender
-from embodied_r.records import Prediction, PromptRow
 
 logger = logging.getLogger(__name__)
 

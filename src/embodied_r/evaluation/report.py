@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r.core.intervals import format_interval, prediction_difference
-from embodied_r.io import DataFileError, atomic_write_json, atomic_write_text, read_json, read_jsonl
+from embodied_r.core.io import DataFileError, atomic_write_json, atomic_write_text, read_json, read_jsonl
 
 logger = logging.getLogger(__name__)
 SAMPLES_PER_KIND = 3

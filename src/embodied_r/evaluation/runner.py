@@ -17,12 +17,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from embodied_r.core.io import DataFileError, JsonlAppender, atomic_write_json, claimed_folder, read_json, read_jsonl
+from embodied_r.core.records import PromptRow
 from embodied_r.evaluation.benchmarks.common import LoadReport
 from embodied_r.evaluation.benchmarks.registry import parse_spec
 from embodied_r.evaluation.predict import generate_resumable, prediction_context
 from embodied_r.inference.context_policy import ContextPolicy
-from embodied_r.io import DataFileError, JsonlAppender, atomic_write_json, claimed_folder, read_json, read_jsonl
-from embodied_r.records import PromptRow
 
 logger = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from embodied_r.core.io import atomic_write_json, write_jsonl
+from embodied_r.core.records import QARecord
 from embodied_r.evaluation.benchmarks.registry import summarize_records
-from embodied_r.io import atomic_write_json, write_jsonl
-from embodied_r.records import QARecord
 
 URBANVIDEO_TASKS = ("Landmark Position", "Counterfactual", "Progress Evaluation", "Action Generation")
 VSIBENCH_TASKS = ("object_rel_direction", "object_rel_distance", "obj_appearance_order", "route_planning")

@@ -23,8 +23,8 @@ from embodied_r.core.chat import Messages
 from embodied_r.evaluation.generation import Engine, _require_unskipped
 from embodied_r.evaluation.image_prompts import image_parts, resolve_image
 from embodied_r.inference.context_policy import ContextError, ContextPolicy, FittedPrompt
-from embodied_r.perception.openai_client import ChatBackend, OpenAIBackend, jpeg_data_url
-from embodied_r.reasoning.models import ModelLoadError
+from embodied_r.inference.models import ModelLoadError
+from embodied_r.inference.openai_client import ChatBackend, OpenAIBackend, jpeg_data_url
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from embodied_r.inference.context_policy import (
     frame_line_numbers,
     model_context_length,
 )
-from embodied_r.reasoning.models import ModelLoadError
+from embodied_r.inference.models import ModelLoadError
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def is_endpoint(model_name: str) -> bool:
 def require_vision_model(model_name: str) -> None:
     """Raise ``ModelLoadError`` unless ``model_name`` is a vision-language model (read from its config;
     an endpoint is taken at its word). Cheap: only the config is read, no weights."""
-    from embodied_r.reasoning.models import BUILTIN_MODELS, resolve_model_path
+    from embodied_r.inference.models import BUILTIN_MODELS, resolve_model_path
 
     if is_endpoint(model_name):
         return
@@ -160,8 +160,8 @@ def load_vision_model(model_name: str, dtype: str = "auto") -> tuple[Any, Any]:
     from transformers import AutoModelForImageTextToText
     from transformers.utils import logging as hf_logging
 
-    from embodied_r.reasoning.models import resolve_model_path, torch_dtype
-    from embodied_r.reasoning.vl_processor import load_vl_processor
+    from embodied_r.inference.models import resolve_model_path, torch_dtype
+    from embodied_r.inference.vl_processor import load_vl_processor
 
     hf_logging.disable_progress_bar()
     require_vision_model(model_name)

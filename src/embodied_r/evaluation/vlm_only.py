@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from embodied_r.io import DataFileError, JsonlAppender, read_json
-from embodied_r.records import KeyframeSet, PromptRow
+from embodied_r.core.io import DataFileError, JsonlAppender, read_json
+from embodied_r.core.records import KeyframeSet, PromptRow
 
 ANSWER_INSTRUCTION = "Answer with the option's letter inside <answer> </answer>."
 NUMBER_INSTRUCTION = "Answer with a single number inside <answer> </answer>."
@@ -31,7 +31,7 @@ def vlm_question_text(row: PromptRow) -> str:
 
 
 def _timestamps(keyframes_dir: Path, video: Path) -> list[float]:
-    from embodied_r.perception.runner import keyframes_path
+    from embodied_r.methods.embodied_r.perception.runner import keyframes_path
 
     path = keyframes_path(keyframes_dir, video)
     return KeyframeSet.from_dict(read_json(path)).timestamps
@@ -41,9 +41,9 @@ def run_vlm_only(rows: Sequence[PromptRow], backend: Any, keyframes_dir: str | P
                  max_side: int | None = 768) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """(scored predictions for ``rows``, exclusions with reasons)."""
     from embodied_r.evaluation.predict import score_completion
-    from embodied_r.perception.backends import FrameRequest
-    from embodied_r.perception.runner import resize_to_max_side
-    from embodied_r.video.decode import read_frames_at
+    from embodied_r.inference.requests import FrameRequest
+    from embodied_r.methods.embodied_r.keyframes.decode import read_frames_at
+    from embodied_r.methods.embodied_r.perception.runner import resize_to_max_side
 
     appender = JsonlAppender(out_path)
     done = appender.done_keys("id")

@@ -29,9 +29,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from embodied_r.core.io import atomic_write_json, read_json
+from embodied_r.core.parsing import OPTION_PREFIX_RE, option_letters
 from embodied_r.inference.judges import Judge, JudgeError, question_for_judge, visible_thinks
-from embodied_r.io import atomic_write_json, read_json
-from embodied_r.reasoning.parsing import OPTION_PREFIX_RE, option_letters
 
 KINDS = ("content", "named", "conflict")
 DEFAULT_CASES = 64

@@ -35,12 +35,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from embodied_r.core.chat import last_user_text
+from embodied_r.core.parsing import DEFAULT_LETTERS, option_letters, option_texts
 from embodied_r.inference.context_policy import token_budget_batches
 from embodied_r.inference.letter_mask import mask_option_letters
-from embodied_r.reasoning.parsing import DEFAULT_LETTERS, option_letters, option_texts
 
 if TYPE_CHECKING:
-    from embodied_r.perception.openai_client import ChatBackend
+    from embodied_r.inference.openai_client import ChatBackend
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ class ReferenceJudge:
         name: str = "reference",
         scoring: str = DEFAULT_SCORING,
     ) -> None:
-        from embodied_r.reasoning.models import prepare_tokenizer
+        from embodied_r.inference.models import prepare_tokenizer
 
         if scoring not in SCORING_RULES:
             raise ValueError(f"judge scoring {scoring!r} not known; use one of {', '.join(SCORING_RULES)}")
@@ -189,7 +189,7 @@ class ReferenceJudge:
         attn_implementation: str | None = None, **kwargs: Any
     ) -> ReferenceJudge:
         """Load a reference model by built-in name, local folder or hub id (see ``load_reasoner``)."""
-        from embodied_r.reasoning.models import load_reasoner
+        from embodied_r.inference.models import load_reasoner
 
         try:
             with zero3_switched_off():
@@ -521,7 +521,7 @@ class OpenAIJudge:
         self.last_report = JudgeReport()
 
     def _client(self, concurrency: int = 1) -> ChatBackend:
-        from embodied_r.perception.openai_client import ChatBackend
+        from embodied_r.inference.openai_client import ChatBackend
 
         return ChatBackend(
             model=self.model, base_url=self.base_url, api_key_env=self.api_key_env, concurrency=concurrency,
@@ -530,7 +530,7 @@ class OpenAIJudge:
 
     def check(self) -> None:
         """Raise ``JudgeError`` with a clear message unless the endpoint answers and serves ``model``."""
-        from embodied_r.perception.openai_client import ServerUnreachableError
+        from embodied_r.inference.openai_client import ServerUnreachableError
 
         try:
             served = self._client().served_models(timeout=min(self.timeout, 15.0))

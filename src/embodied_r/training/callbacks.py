@@ -16,7 +16,7 @@ from typing import Any
 from transformers import TrainerCallback
 from transformers.integrations import TensorBoardCallback
 
-from embodied_r.io import JsonlAppender
+from embodied_r.core.io import JsonlAppender
 
 logger = logging.getLogger(__name__)
 

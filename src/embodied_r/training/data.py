@@ -11,35 +11,13 @@ import random
 from pathlib import Path
 from typing import Any
 
-from embodied_r.core.chat import has_image, last_user_text
-from embodied_r.evaluation.benchmarks.common import record_problem
-from embodied_r.io import DataFileError, iter_jsonl
-from embodied_r.reasoning.prompts import build_reasoner_messages
-from embodied_r.records import PromptRow, QARecord, RecordError
+from embodied_r.core.chat import has_image
+from embodied_r.core.io import DataFileError, iter_jsonl
+from embodied_r.core.records import PromptRow, RecordError
+from embodied_r.core.validity import row_problem
+from embodied_r.methods.embodied_r.prompts import build_reasoner_messages
 
 TOY_PREFIX = "toy:"
-
-
-def row_problem(row: PromptRow) -> str | None:
-    """Why ``row`` cannot be trained on, or None (the evaluation's answer/option checks, plus a prompt)."""
-    if not row.prompt or not any(
-        str(m.get("content", "")).strip() for m in row.prompt if isinstance(m, dict)
-    ):
-        return "empty prompt"
-    if row.answer is None or str(row.answer).strip() == "":
-        return "no answer"
-    # The same rules evaluation applies to questions, so no row trains that evaluation would refuse.
-    as_question = QARecord(
-        id=row.id,
-        source="prompt-row",
-        task=row.task,
-        video="",
-        question=last_user_text(row.prompt),
-        options=row.options,
-        answer=row.answer,
-        answer_type=row.answer_type,
-    )
-    return record_problem(as_question)
 
 
 def load_prompt_rows(source: str | Path, limit: int | None = None) -> list[PromptRow]:
@@ -108,7 +86,7 @@ def image_rows_to_dataset(rows: list[PromptRow], image_dir: str | Path) -> Any:
     Image paths in the rows are relative to ``image_dir`` (the folder of the ``.jsonl`` file)."""
     from datasets import Dataset
 
-    from embodied_r.sim.robot.scene_text import trl_vl_example
+    from embodied_r.methods.robot_r1.prompts import trl_vl_example
 
     examples = []
     for row in rows:

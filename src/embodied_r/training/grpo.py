@@ -22,11 +22,11 @@ import torch
 from accelerate import PartialState
 from trl import GRPOConfig, GRPOTrainer
 
+from embodied_r.core.columns import with_completion_prefix
+from embodied_r.core.io import atomic_write_json, atomic_write_text, exclusive_output
 from embodied_r.inference.context_policy import TOKEN_CUT_RULE
-from embodied_r.io import atomic_write_json, atomic_write_text, exclusive_output
-from embodied_r.rewards import get_reward, is_factory
-from embodied_r.rewards.schedule import RewardSchedule, make_schedule_callback
-from embodied_r.rewards.text import with_completion_prefix
+from embodied_r.methods.embodied_r.schedule import RewardSchedule, make_schedule_callback
+from embodied_r.methods.rewards import get_reward, is_factory
 from embodied_r.training import shared_prefix, token_budget
 from embodied_r.training.callbacks import (
     EvalCallback,
@@ -273,7 +273,7 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
 
 def resolve_precision(recipe: Recipe) -> tuple[str, bool]:
     """(model dtype name, bf16 autocast flag) for this machine, unless the recipe fixed them."""
-    from embodied_r.reasoning.models import torch_dtype_name
+    from embodied_r.inference.models import torch_dtype_name
 
     name = torch_dtype_name(recipe.dtype)
     bf16 = recipe.trl.get("bf16")
@@ -442,7 +442,7 @@ def build_trainer(
 ) -> tuple[EmbodiedGRPOTrainer, dict[str, Any]]:
     """Everything up to (not including) ``trainer.train()``; all input checks happen here.
     ``processing_class`` replaces the tokenizer/processor TRL would load from the model folder."""
-    from embodied_r.reasoning.models import resolve_model_path
+    from embodied_r.inference.models import resolve_model_path
 
     output_dir = recipe.output_dir
     checkpoints = existing_checkpoints(output_dir)

@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from embodied_r.core.io import atomic_write_json
 from embodied_r.inference.judge_probe import (
     DEFAULT_CASES,
     DEFAULT_MAX_LETTER_SHARE,
@@ -23,8 +24,7 @@ from embodied_r.inference.judge_probe import (
     weak_judge_message,
 )
 from embodied_r.inference.judges import JudgeError
-from embodied_r.io import atomic_write_json
-from embodied_r.rewards.consistency import ConsistencyReward, gather_flags
+from embodied_r.methods.embodied_r.consistency import ConsistencyReward, gather_flags
 
 logger = logging.getLogger(__name__)
 

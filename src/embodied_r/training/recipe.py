@@ -114,9 +114,9 @@ def grpo_config_fields() -> list[str]:
 
 
 def reward_spec(entry: Any) -> tuple[str, dict[str, Any]]:
-    """:func:`embodied_r.rewards.reward_spec`, its error a ``RecipeError``."""
-    from embodied_r.rewards import RewardSpecError
-    from embodied_r.rewards import reward_spec as parse
+    """:func:`embodied_r.methods.rewards.reward_spec`, its error a ``RecipeError``."""
+    from embodied_r.methods.rewards import RewardSpecError
+    from embodied_r.methods.rewards import reward_spec as parse
 
     try:
         return parse(entry)
@@ -198,8 +198,8 @@ def recipe_from_dict(data: dict[str, Any], source: str = "recipe") -> Recipe:
 
 def validate(recipe: Recipe, source: str = "recipe") -> None:
     """Checks that need no model or data: names, types, combinations."""
-    from embodied_r.rewards import REWARDS
-    from embodied_r.rewards.schedule import RewardSchedule, ScheduleError
+    from embodied_r.methods.embodied_r.schedule import RewardSchedule, ScheduleError
+    from embodied_r.methods.rewards import REWARDS
 
     if not recipe.train_data:
         raise RecipeError(f"{source}: 'train_data' is required (a PromptRow .jsonl file, or toy:N)")
@@ -258,7 +258,7 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
         value = getattr(recipe, key)
         if not isinstance(value, int) or value < 0:
             raise RecipeError(f"{source}: {key!r} must be a non-negative integer, got {value!r}")
-    from embodied_r.reasoning.prompts import TEMPLATES
+    from embodied_r.methods.embodied_r.prompts import TEMPLATES
 
     if recipe.prompt_version is not None and recipe.prompt_version not in TEMPLATES:
         raise RecipeError(f"{source}: 'prompt_version' must be one of {sorted(TEMPLATES)} or null, "

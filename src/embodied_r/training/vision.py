@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r.core.chat import has_image
-from embodied_r.records import PromptRow
+from embodied_r.core.records import PromptRow
 from embodied_r.training.data import TOY_PREFIX
 from embodied_r.training.recipe import Recipe, RecipeError
 
@@ -57,7 +57,7 @@ def processor_for_rows(
 def load_processor(model_path: str) -> Any:
     """The processor of a vision-language model, left-padded for batched generation and left-truncated
     (``reasoning.vl_processor.load_vl_processor``: images work without torchvision, and it saves)."""
-    from embodied_r.reasoning.vl_processor import VLProcessorError, load_vl_processor
+    from embodied_r.inference.vl_processor import VLProcessorError, load_vl_processor
 
     try:
         return load_vl_processor(model_path, padding_side="left", truncation_side="left")

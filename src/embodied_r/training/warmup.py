@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r.core.chat import has_image
-from embodied_r.io import atomic_write_json, read_json
+from embodied_r.core.io import atomic_write_json, read_json
+from embodied_r.core.parsing import option_letters, option_texts
+from embodied_r.core.records import PromptRow
 from embodied_r.methods import method_for_row
-from embodied_r.reasoning.parsing import option_letters, option_texts
-from embodied_r.records import PromptRow
 
 logger = logging.getLogger(__name__)
 
@@ -275,7 +275,7 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    from embodied_r.reasoning.models import torch_dtype_name
+    from embodied_r.inference.models import torch_dtype_name
 
     final = warmup_model_dir(output_dir)
     marker = final / "warmup.json"

@@ -10,7 +10,7 @@ from embodied_r.sim.robot.camera import CameraError, UprightRenderer
 
 @pytest.fixture(scope="module")
 def env():
-    from embodied_r.sim.robot.demos import make_env, reset_env
+    from embodied_r.methods.robot_r1.demos import make_env, reset_env
 
     environment, _, _ = make_env("pick-place-v3")
     reset_env(environment, 0)
@@ -38,7 +38,7 @@ def _hand_centroid(env, renderer: UprightRenderer) -> np.ndarray:
 
 
 def _move_hand(env, delta) -> None:
-    from embodied_r.sim.robot.demos import reset_env
+    from embodied_r.methods.robot_r1.demos import reset_env
 
     reset_env(env, 0)
     for _ in range(15):

@@ -7,8 +7,8 @@ import pytest
 from _world_reference import check_static_question, option_text, quadrant, vsi_angle
 
 from embodied_r.cli.main import main
-from embodied_r.io import read_json, read_jsonl
-from embodied_r.records import QARecord
+from embodied_r.core.io import read_json, read_jsonl
+from embodied_r.core.records import QARecord
 from embodied_r.sim.world.oracle import OracleNoise, action_between, oracle_frames
 
 pytest.importorskip("mujoco")

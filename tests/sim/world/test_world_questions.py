@@ -8,8 +8,8 @@ import pytest
 from _world_reference import check_static_question, real_meta_dir
 
 from embodied_r.cli.main import main
-from embodied_r.io import read_jsonl
-from embodied_r.records import QARecord
+from embodied_r.core.io import read_jsonl
+from embodied_r.core.records import QARecord
 from embodied_r.sim.world.categories import UnknownCategoryError
 from embodied_r.sim.world.dataset import meta_questions
 from embodied_r.sim.world.layout import LayoutConfig, sample_scene

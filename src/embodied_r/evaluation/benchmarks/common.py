@@ -7,7 +7,6 @@ the run's ``metrics.json``. Only a file that cannot be read at all raises ``Data
 
 from __future__ import annotations
 
-import math
 import string
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -15,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from embodied_r.io import iter_jsonl
-from embodied_r.records import QARecord, Record, RecordError
+from embodied_r.core.io import iter_jsonl
+from embodied_r.core.records import QARecord, Record, RecordError
+from embodied_r.core.validity import record_problem
 
 R = TypeVar("R", bound=Record)
 
@@ -67,38 +67,6 @@ def letter_options(texts: Sequence[Any]) -> list[str]:
     if len(texts) > len(LETTERS):
         raise ValueError(f"{len(texts)} options: at most {len(LETTERS)} can be lettered")
     return [f"{LETTERS[i]}. {str(t).strip()}" for i, t in enumerate(texts)]
-
-
-def option_letter_list(options: Sequence[str] | None) -> list[str]:
-    """The leading letters of ``"A. x"``-style options.
-
-    >>> option_letter_list(["A. x", "B. y"])
-    ['A', 'B']
-    """
-    return [str(o).strip()[:1].upper() for o in options or []]
-
-
-def record_problem(record: QARecord) -> str | None:
-    """Why a question cannot be scored, or None when it can."""
-    if not str(record.question).strip():
-        return "empty question"
-    if record.answer_type == "choice":
-        if not record.options:
-            return "no options: a choice question needs its options to be scored"
-        letters = option_letter_list(record.options)
-        if len(set(letters)) != len(letters):
-            return f"repeated option letters {letters}"
-        if str(record.answer).strip().upper() not in letters:
-            return f"answer outside the options: {record.answer!r} is not one of {letters}"
-    elif record.answer_type == "number":
-        try:
-            value = float(record.answer)
-        except (TypeError, ValueError):
-            return f"numeric answer {record.answer!r} is not a number"
-        # MRA divides by the target (VSI-Bench guarantees y > 0).
-        if not math.isfinite(value) or value <= 0:
-            return f"numeric answer {record.answer!r} must be a positive number for MRA"
-    return None
 
 
 def read_records(path: str | Path, cls: type[R], report: LoadReport) -> list[R]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from embodied_r.core.io import DataFileError, read_json
+from embodied_r.core.records import QARecord
 from embodied_r.evaluation.benchmarks.common import LETTERS, LoadReport, attach_videos, check_records, letter_options
-from embodied_r.io import DataFileError, read_json
-from embodied_r.records import QARecord
 
 SOURCE = "egoschema"
 N_OPTIONS = 5

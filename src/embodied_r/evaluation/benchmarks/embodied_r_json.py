@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from embodied_r.core.io import DataFileError, read_json
+from embodied_r.core.records import PromptRow
 from embodied_r.evaluation.benchmarks.common import LoadReport
-from embodied_r.io import DataFileError, read_json
-from embodied_r.reasoning.prompts import get_template
-from embodied_r.records import PromptRow
+from embodied_r.methods.embodied_r.prompts import get_template
 
 __all__ = ["LoadReport", "load_embodied_r_json", "parse_options_from_text"]
 

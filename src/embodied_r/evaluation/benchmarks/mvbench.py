@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from embodied_r.core.io import DataFileError, read_json
+from embodied_r.core.records import QARecord
 from embodied_r.evaluation.benchmarks.common import LETTERS, LoadReport, attach_videos, check_records, letter_options
-from embodied_r.io import DataFileError, read_json
-from embodied_r.records import QARecord
 
 SOURCE = "mvbench"
 # Task -> video folder under video/ (lmms-eval's DATA_LIST).

@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from embodied_r.core.io import DataFileError, iter_jsonl
+from embodied_r.core.records import Perception, PromptRow, QARecord, RecordError
 from embodied_r.evaluation.benchmarks.common import LoadReport, check_records, read_records
-from embodied_r.io import DataFileError, iter_jsonl
-from embodied_r.records import Perception, PromptRow, QARecord, RecordError
 
 QALoader = Callable[[str], tuple[list[QARecord], LoadReport]]
 
@@ -135,10 +135,10 @@ def prompt_rows_from_perception(records: Sequence[QARecord], perceptions: dict[s
     """Reasoner prompt rows for the questions that have perception frames; the others are reported.
 
     Rows are built by ``build-prompts``' own function (which calls
-    ``embodied_r.reasoning.prompts.build_reasoner_messages``), so evaluation sees exactly the prompt
+    ``embodied_r.methods.embodied_r.prompts.build_reasoner_messages``), so evaluation sees exactly the prompt
     text training data has.
     """
-    from embodied_r.perception.prompt_rows import build_rows
+    from embodied_r.methods.embodied_r.perception.prompt_rows import build_rows
 
     usable = {qid: p for qid, p in perceptions.items() if p.frames}
     rows, missing = build_rows(list(records), usable, prompt_version)

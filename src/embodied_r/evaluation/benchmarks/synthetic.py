@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from embodied_r.core.io import DataFileError
+from embodied_r.core.records import QARecord
 from embodied_r.evaluation.benchmarks.common import LoadReport, check_records, read_records
-from embodied_r.io import DataFileError
-from embodied_r.records import QARecord
 
 
 def resolve_questions_file(path: str | Path) -> Path:

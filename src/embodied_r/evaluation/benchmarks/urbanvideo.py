@@ -17,10 +17,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from embodied_r.core.io import DataFileError
+from embodied_r.core.records import QARecord
 from embodied_r.evaluation.benchmarks.common import LoadReport, attach_videos, check_records
 from embodied_r.evaluation.benchmarks.embodied_r_json import CHOICES_HEADER_RE, parse_options_from_text
-from embodied_r.io import DataFileError
-from embodied_r.records import QARecord
 
 SOURCE = "urbanvideo_bench"
 REQUIRED_COLUMNS = ("Question_id", "video_id", "question_category", "question", "answer")

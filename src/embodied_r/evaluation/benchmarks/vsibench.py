@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from embodied_r.core.io import DataFileError, iter_jsonl
+from embodied_r.core.records import QARecord
 from embodied_r.evaluation.benchmarks.common import LoadReport, attach_videos, check_records
-from embodied_r.io import DataFileError, iter_jsonl
-from embodied_r.records import QARecord
 
 SOURCE = "vsibench"
 REQUIRED_FIELDS = ("id", "question_type", "question", "ground_truth")

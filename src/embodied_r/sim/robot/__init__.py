@@ -1,4 +1,4 @@
-"""Robot-R1 data from Meta-World: expert demonstrations (``demos``), keypoints, multiple-choice
-questions, text/image prompts (``scene_text``), the open-ended L1 reward (``rewards``) and an open-ended
-judge set (``bench``); ``pipeline`` ties them together for ``embodied-r synth robot``. Nothing is
-imported here, so importing the package never starts MuJoCo."""
+"""Meta-World as Robot-R1's simulator: the tasks used and their words (``tasks``), and upright camera
+images with the projection of world points (``camera``). The method built on it (demonstrations,
+keypoints, questions, prompts, rewards, the open-ended bench) is ``embodied_r.methods.robot_r1``.
+Nothing is imported here, so importing the package never starts MuJoCo."""

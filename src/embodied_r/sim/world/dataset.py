@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from embodied_r.io import DataFileError, atomic_write_json, read_json, write_jsonl
-from embodied_r.records import QARecord
+from embodied_r.core.io import DataFileError, atomic_write_json, read_json, write_jsonl
+from embodied_r.core.records import QARecord
 from embodied_r.sim.world.layout import LayoutConfig, sample_scene
 from embodied_r.sim.world.options import LetterBalancer
 from embodied_r.sim.world.questions import StaticQuestionMaker, scene_facts

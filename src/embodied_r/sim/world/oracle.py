@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from embodied_r.io import DataFileError, read_json
-from embodied_r.records import QARecord
+from embodied_r.core.io import DataFileError, read_json
+from embodied_r.core.records import QARecord
 from embodied_r.sim.world.categories import CATEGORIES, color_for
 from embodied_r.sim.world.geometry import Box, ccw_angle_deg
 from embodied_r.sim.world.scenes import meta_boxes

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from embodied_r.records import QARecord
+from embodied_r.core.records import QARecord
 from embodied_r.sim.world.geometry import Box, box_distance, ccw_angle_deg
 from embodied_r.sim.world.options import LetterBalancer, letter_options
 from embodied_r.sim.world.scenes import inconsistent_categories, meta_boxes, validate_meta_entry

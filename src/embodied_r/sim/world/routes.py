@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from embodied_r.records import QARecord
+from embodied_r.core.records import QARecord
 from embodied_r.sim.world.options import LetterBalancer, letter_options
 
 TURNS = ("Turn Left", "Turn Right", "Turn Back")

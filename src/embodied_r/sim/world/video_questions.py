@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from embodied_r.records import QARecord
+from embodied_r.core.records import QARecord
 from embodied_r.sim.world.options import letter_options
 from embodied_r.sim.world.questions import HARD_BINS, StaticQuestionMaker, direction_label
 

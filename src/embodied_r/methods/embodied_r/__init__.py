@@ -1,0 +1,12 @@
+"""Embodied-R (Zhao et al., 2025): a large VLM describes the key frames of an egocentric video, a small
+LM reasons over that text and is trained with GRPO.
+
+- ``keyframes``: video decoding by timestamp and key-frame selection (ORB + RANSAC overlap);
+- ``perception``: the VLM's frame descriptions (prompts, backends, parsing, cache, runner);
+- ``prompts``: the reasoner's prompt templates (``official-v1``, ``structured-v1``);
+- ``rewards``: the format rewards; ``consistency``: the logical-consistency reward and its judge;
+  ``schedule``: the three-stage reward weights;
+- the task object (how rows are recognised and an answer written) is ``embodied_r.methods.EMBODIED_R``.
+
+Nothing is imported here; import the submodule you need.
+"""

@@ -1,0 +1,245 @@
+"""Logical-consistency reward: does the policy's reasoning, on its own, lead to the policy's answer?
+
+Embodied-R (arXiv 2504.12680, the logical-consistency reward) hands a frozen reference model only the
+question with its choices and the policy's ``<think>`` text, asks it for an option letter, and pays 1
+when that letter is the policy's answer. As in the official code the reward is gated: it is 0 unless
+the policy's answer is correct, so it only ever adds to a correct answer its reasoning supports.
+
+Where this differs from the official implementation, on purpose:
+- the judge (``embodied_r.inference.judges``) is called once per training step for every completion
+  that passes the gate, reads letters from logits or a constrained endpoint, is letter-blind by
+  default (option letters in the think are masked; ``judge_sees_letters: true`` is the official rule)
+  and never truncates the question or the instruction;
+- a judge must pass a probe before training starts (``embodied_r.inference.judge_probe``);
+- a failing judge is logged and counted and the term is dropped (``None``: TRL leaves it out) instead
+  of a 0 that would look like inconsistent reasoning; so is a row the judge could not read;
+- the term is dropped for whole GRPO groups only: completions of one prompt are never ranked against
+  each other on a term measured for some of them and not others. With several processes the decision
+  is taken after a gather, so every rank drops the same groups and raises a judge error together.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from embodied_r.core.chat import completion_text
+from embodied_r.core.columns import column
+from embodied_r.core.parsing import extract_think
+from embodied_r.core.scoring import score_completion
+from embodied_r.inference.judges import Judge, JudgeError, question_for_judge, visible_thinks
+
+logger = logging.getLogger(__name__)
+
+
+def judge_completions(
+    judge: Judge, prompts: Sequence[Any], completions: Sequence[Any], options: Sequence[list[str] | None]
+) -> list[str | None]:
+    """The judge's letter for each completion's reasoning (None where there is no think text or the
+    judge could not read it). Evaluation compares this with the policy's own answer."""
+    wanted = [i for i, c in enumerate(completions) if extract_think(completion_text(c))]
+    wanted_options = [options[i] for i in wanted]
+    thinks = [extract_think(completion_text(completions[i])) or "" for i in wanted]
+    letters = judge.judge(
+        [question_for_judge(prompts[i], options[i]) for i in wanted],
+        visible_thinks(judge, thinks, wanted_options),
+        wanted_options,
+    )
+    out: list[str | None] = [None] * len(completions)
+    for i, letter in zip(wanted, letters, strict=True):
+        out[i] = letter
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Agreement between processes (GRPO groups can span ranks)
+# ---------------------------------------------------------------------------------------------------
+
+
+def _process_group() -> tuple[int, int]:
+    """(rank, world size) of the default torch.distributed group, or (0, 1) when there is none."""
+    try:
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover - torch always ships it
+        return 0, 1
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def gather_flags(local: list[bool]) -> list[list[bool]]:
+    """Every process's ``local`` list, in rank order (the order TRL gathers rewards in)."""
+    _, world = _process_group()
+    if world == 1:
+        return [list(local)]
+    import torch.distributed as dist
+
+    gathered: list[Any] = [None] * world
+    dist.all_gather_object(gathered, list(local))
+    return [list(item) for item in gathered]
+
+
+def groups_to_drop(dropped: list[list[bool]], group_size: int) -> set[int]:
+    """Global indices of the groups (``group_size`` consecutive rows over all ranks) holding a dropped row.
+
+    >>> sorted(groups_to_drop([[False, False], [True, False]], group_size=4))
+    [0]
+    >>> sorted(groups_to_drop([[False, True, False, False]], group_size=2))
+    [0]
+    """
+    flat = [flag for rank_flags in dropped for flag in rank_flags]
+    size = max(1, int(group_size))
+    return {i // size for i, flag in enumerate(flat) if flag}
+
+
+# ---------------------------------------------------------------------------------------------------
+# The reward
+# ---------------------------------------------------------------------------------------------------
+
+
+class ConsistencyReward:
+    """TRL reward function ``consistency`` (a callable object holding the judge).
+
+    Returns 1.0 when the judge reaches the policy's (correct) answer from the reasoning, 0.0 when it
+    reaches another letter or when the answer is wrong or the think block is missing (the official
+    gate), and None for rows it does not apply to (non-choice questions), for groups the judge could
+    not read in full, for a step whose judge failed on any process, and for steps where the schedule
+    gives it weight 0 (``skip_when_unweighted``: no reference compute is spent).
+
+    ``num_generations`` (set by the trainer: GRPO's group size) defines the groups; 1 treats every
+    completion as its own group.
+    """
+
+    def __init__(
+        self,
+        judge: Judge,
+        gate: bool = True,
+        skip_when_unweighted: bool = True,
+        max_consecutive_failures: int = 3,
+        num_generations: int = 1,
+    ) -> None:
+        self.__name__ = "consistency"  # TRL names reward columns and metrics after this
+        self.judge = judge
+        self.gate = gate
+        self.skip_when_unweighted = skip_when_unweighted
+        self.max_consecutive_failures = int(max_consecutive_failures)
+        self.num_generations = int(num_generations)
+        self.weight: float | None = None  # set by the stage schedule callback
+        self.failures = 0
+        self.consecutive_failures = 0
+        self.rows_not_judged = 0  # rows whose group was dropped because the judge could not read one
+
+    def set_weight(self, weight: float) -> None:
+        self.weight = float(weight)
+
+    def __call__(
+        self, prompts: Sequence[Any], completions: Sequence[Any], log_metric: Any = None, **columns: Any
+    ) -> list[float | None]:
+        n = len(completions)
+        metric = log_metric or (lambda name, value: None)
+        # The weight comes from the schedule, a pure function of the step: the same on every rank.
+        if self.skip_when_unweighted and self.weight == 0.0:
+            metric("consistency/active", 0.0)
+            return [None] * n
+        metric("consistency/active", 1.0)
+        answers = column(columns, "answer", n, required=True)
+        answer_types = [t or "choice" for t in column(columns, "answer_type", n)]
+        options = column(columns, "options", n)
+
+        rewards: list[float | None] = [None] * n
+        to_judge: list[int] = []
+        parsed_answers: dict[int, Any] = {}
+        no_think = 0
+        for i, completion in enumerate(completions):
+            if answer_types[i] != "choice":
+                continue  # the reference answers with letters only; numbers are out of scope (None)
+            text = completion_text(completion)
+            parsed, score = score_completion(text, answers[i], "choice", options[i])
+            correct = score >= 1.0
+            has_think = bool((extract_think(text) or "").strip())
+            if parsed is None or (self.gate and not correct) or not has_think:
+                # The official gate: no reasoning (or an empty one) supports no answer.
+                no_think += int(parsed is not None and (correct or not self.gate) and not has_think)
+                rewards[i] = 0.0
+                continue
+            parsed_answers[i] = parsed
+            to_judge.append(i)
+
+        # Judge locally; every process reaches the gathers below, whatever happened here.
+        error: Exception | None = None
+        letters: list[str | None] = []
+        if to_judge:
+            try:
+                letters = judge_completions(
+                    self.judge,
+                    [prompts[i] for i in to_judge],
+                    [completions[i] for i in to_judge],
+                    [options[i] for i in to_judge],
+                )
+            except JudgeError as exc:
+                error = exc
+        failed_anywhere = [flag for flags in gather_flags([error is not None]) for flag in flags]
+        if any(failed_anywhere):
+            return self._failed(error, failed_anywhere, n, metric)
+        self.consecutive_failures = 0
+
+        unreadable = [False] * n
+        for i, letter in zip(to_judge, letters, strict=True):
+            if letter is None:
+                unreadable[i] = True  # the judge could not read it (too long for its context)
+            else:
+                rewards[i] = 1.0 if letter == parsed_answers[i] else 0.0
+        rank, _ = _process_group()
+        all_unreadable = gather_flags(unreadable)
+        offset = sum(len(flags) for flags in all_unreadable[:rank])
+        drop = groups_to_drop(all_unreadable, self.num_generations)
+        dropped_here = 0
+        for i in range(n):
+            if (offset + i) // max(1, self.num_generations) in drop and answer_types[i] == "choice":
+                rewards[i] = None
+                dropped_here += 1
+        if dropped_here:
+            self.rows_not_judged += dropped_here
+            logger.warning(
+                "consistency reward: the judge could not read %d completion(s); the term is dropped for "
+                "their whole group(s) (%d row(s) on this process, %d so far)",
+                sum(unreadable),
+                dropped_here,
+                self.rows_not_judged,
+            )
+        measured = [rewards[i] for i in to_judge if rewards[i] is not None]
+        metric("consistency/judged", float(len(measured)))
+        metric("consistency/correct_without_reasoning", float(no_think))
+        metric("consistency/not_judged_rows", float(dropped_here))
+        if measured:
+            metric("consistency/agreement", sum(measured) / len(measured))
+        return rewards
+
+    def _failed(
+        self, error: Exception | None, failed_ranks: list[bool], n: int, metric: Any
+    ) -> list[float | None]:
+        # Every process takes this branch in the same step, so the counts, and the raise, agree.
+        self.failures += 1
+        self.consecutive_failures += 1
+        metric("consistency/judge_failures", float(self.failures))
+        where = [rank for rank, failed in enumerate(failed_ranks) if failed]
+        reason = str(error) if error is not None else f"the judge failed on process(es) {where}"
+        logger.error(
+            "consistency reward: judge failed (%d in a row, %d in total); the consistency term is "
+            "dropped for this step on every process: %s",
+            self.consecutive_failures,
+            self.failures,
+            reason,
+        )
+        if self.consecutive_failures >= self.max_consecutive_failures:
+            raise JudgeError(
+                f"the consistency judge failed {self.consecutive_failures} steps in a row ({reason}); fix the "
+                "reference model/endpoint and resume from the last checkpoint"
+            ) from error
+        # Drop the term for every row of the step, so no completion in a group is ranked against
+        # another on a reward that was never measured.
+        return [None] * n
+
+
+__all__ = ["ConsistencyReward", "gather_flags", "groups_to_drop", "judge_completions"]

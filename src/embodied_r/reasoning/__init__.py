@@ -1,1 +1,0 @@
-"""The small-LM reasoner: prompt templates, answer parsing, model loading."""

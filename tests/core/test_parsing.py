@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from embodied_r.core.parsing import extract_think, option_letters, parse_answer
+
+OPTS = ["A. left", "B. right", "C. back"]
+OPTS5 = ["A. chair", "B. table", "C. sofa", "D. door", "E. lamp"]
+
+CHOICE_CASES = [
+    # (completion, options, expected)
+    ("<think>x</think><answer>B</answer>", OPTS, "B"),                       # bare letter
+    ("<think>x</think><answer>B.</answer>", OPTS, "B"),                      # letter with period
+    ("<think>x</think><answer>(B)</answer>", OPTS, "B"),                     # parenthesised
+    ("<think>x</think><answer>[[C]]</answer>", OPTS, "C"),                   # Robot-R1 double brackets
+    ("<think>x</think><answer>B) right</answer>", OPTS, "B"),                # letter + paren + text
+    ("<think>x</think><answer>A. left</answer>", OPTS, "A"),                 # full option string
+    ("<think>x</think><answer>right</answer>", OPTS, "B"),                   # the option's text only
+    ("<think>x</think><answer> Right. </answer>", OPTS, "B"),                # option text, case/punct
+    ("<think>x</think><answer>b</answer>", OPTS, "B"),                       # lower-case lone letter
+    ("<think>x</think><answer>The answer is C</answer>", OPTS, "C"),         # keyword phrase
+    ("<think>x</think><answer>**A**</answer>", OPTS, "A"),                   # markdown bold
+    ("<think>Option C. is wrong</think><answer>B</answer>", OPTS, "B"),      # letters in think ignored
+    ("<think>To answer carefully</think><answer>A</answer>", OPTS, "A"),     # official-parser trap
+    ("<answer>A</answer> then <answer>C</answer>", OPTS, "C"),               # last answer tag wins
+    ("<think>x</think><answer>D</answer>", OPTS, None),                      # not one of the options
+    ("<think>x</think><answer>A or B</answer>", OPTS, None),                 # ambiguous
+    ("<think>x</think><answer></answer>", OPTS, None),                       # empty answer
+    ("<think>x</think>B", OPTS, None),                                       # no answer tags
+    ("<think>x</think><answer>B", OPTS, None),                               # unclosed tag
+    ("<answer>E</answer>", OPTS5, "E"),                                      # five options
+    ("<answer>A chair, clearly</answer>", OPTS5, None),                      # article "A", not a letter
+    ("<answer>G</answer>", None, "G"),                                       # options unknown: A-H
+    ("", OPTS, None),                                                        # empty completion
+]
+
+
+@pytest.mark.parametrize("completion,options,expected", CHOICE_CASES)
+def test_choice_parsing(completion: str, options: list[str] | None, expected: str | None) -> None:
+    assert parse_answer(completion, options, "choice") == expected
+
+
+NUMBER_CASES = [
+    ("<answer>3.5</answer>", 3.5),                 # plain decimal
+    ("<answer>about 3.5 meters</answer>", 3.5),    # words and units around it
+    ("<answer>1,234 cm</answer>", 1234.0),         # thousands separator
+    ("<answer>three</answer>", 3.0),               # number word
+    ("<answer>twenty-one chairs</answer>", 21.0),  # compound number word
+    ("<answer>-2</answer>", -2.0),                 # negative
+    ("<answer>.5</answer>", 0.5),                  # leading dot
+    ("<answer>2e3</answer>", 2000.0),              # exponent
+    ("<answer>none</answer>", None),               # no number
+    ("3.5", None),                                 # no tags
+]
+
+
+@pytest.mark.parametrize("completion,expected", NUMBER_CASES)
+def test_number_parsing(completion: str, expected: float | None) -> None:
+    assert parse_answer(completion, None, "number") == expected
+
+
+def test_open_answers_are_stripped_text_or_none() -> None:
+    assert parse_answer("<answer>  go left  </answer>", None, "open") == "go left"
+    assert parse_answer("<answer>   </answer>", None, "open") is None
+
+
+def test_unknown_answer_type_is_none() -> None:
+    assert parse_answer("<answer>A</answer>", OPTS, "ranking") is None
+
+
+def test_extract_think_and_option_letters() -> None:
+    assert extract_think("<think> a b </think><answer>A</answer>") == "a b"
+    assert extract_think("<answer>A</answer>") is None
+    assert option_letters(["A. x", "B. y"]) == ("A", "B")
+    assert option_letters(["x", "y", "z"]) == ("A", "B", "C")  # unprefixed options get positional letters
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(), options=st.one_of(st.none(), st.lists(st.text(max_size=12), max_size=6)),
+       answer_type=st.sampled_from(["choice", "number", "open", "weird"]))
+def test_parse_answer_never_raises(text: str, options: list[str] | None, answer_type: str) -> None:
+    result = parse_answer(text, options, answer_type)
+    assert result is None or isinstance(result, (str, float))
+
+
+@settings(max_examples=200, deadline=None)
+@given(letter=st.sampled_from("ABC"), think=st.text(alphabet=st.characters(blacklist_characters="<>"), max_size=60))
+def test_letter_in_answer_always_recovered(letter: str, think: str) -> None:
+    completion = f"<think>{think}</think>\n<answer>{letter}</answer>"
+    assert parse_answer(completion, OPTS, "choice") == letter
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.floats(min_value=-1e6, max_value=1e6, allow_nan=False).map(lambda v: round(v, 3)))
+def test_numbers_round_trip(value: float) -> None:
+    assert parse_answer(f"<answer>{value} m</answer>", None, "number") == pytest.approx(value)
