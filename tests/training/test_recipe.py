@@ -12,6 +12,7 @@ from embodied_r.methods.embodied_r.schedule import RewardSchedule
 from embodied_r.training.data import load_prompt_rows, rows_to_dataset, toy_prompt_rows
 from embodied_r.training.recipe import (
     OUR_KEYS,
+    LoraSettings,
     RecipeError,
     check_batch_geometry,
     check_rollout_settings,
@@ -47,11 +48,40 @@ def test_unknown_key_lists_the_valid_ones() -> None:
         ({"train_data": "x", "use_vllm": True, "vllm_mode": "remote"}, "vllm_mode"),
         ({"train_data": "x", "use_vllm": True, "vllm_gpu_memory_utilization": 1.0}, r"\(0, 1\)"),
         ({"train_data": "x", "use_vllm": True, "vllm_server_host": "10.0.0.2"}, "set vllm_mode: server"),
+        # LoRA is checked with the recipe, not when the trainer is built after the warm-up.
+        ({"train_data": "x", "lora": {"rank": 8}}, r"lora: unknown key\(s\) \['rank'\]; valid: \['r', 'alpha'"),
+        ({"train_data": "x", "lora": {"r": 0}}, "lora.r must be a positive integer"),
+        ({"train_data": "x", "lora": {"dropout": 1.5}}, r"lora.dropout must be a number in \[0, 1\)"),
+        ({"train_data": "x", "lora": {"bias": "some"}}, "lora.bias"),
+        ({"train_data": "x", "lora": 8}, "'lora' must be a mapping"),
+        ({"train_data": "x", "format_warmup": {"step": 4}}, r"format_warmup: unknown key\(s\) \['step'\]"),
+        ({"train_data": "x", "judge_probe": {"case": 4}}, r"judge_probe: unknown key\(s\) \['case'\]"),
+        ({"train_data": "x", "reward_schedule": [{"steps": 1, "weights": [1]}]}, "weights"),
     ],
 )
 def test_recipe_errors(data: dict, message: str) -> None:
     with pytest.raises(RecipeError, match=message):
         recipe_from_dict(data)
+
+
+def test_the_sections_are_typed_once_from_the_recipe() -> None:
+    recipe = recipe_from_dict({"train_data": "toy:2", "lora": {"r": 8, "target_modules": ["q_proj"]},
+                               "format_warmup": {"steps": 4, "batch_size": 4}, "judge_probe": {"cases": 32},
+                               "max_prompt_tokens": 512})
+    sections = recipe.sections
+    assert sections.lora == LoraSettings(r=8, target_modules=["q_proj"])
+    config = sections.lora.peft_config()
+    assert (config.r, config.lora_alpha, config.target_modules) == (8, 32, {"q_proj"})
+    assert sections.warmup is not None and (sections.warmup.steps, sections.warmup.micro_batch_size) == (4, 4)
+    assert sections.judge_probe["cases"] == 32 and sections.judge_probe["min_agreement"] == 0.8
+    assert isinstance(sections.schedule, RewardSchedule) and len(sections.schedule.stages) == 3  # "paper"
+    assert sections.context.max_prompt_tokens == 512
+    assert recipe.sections is sections  # parsed once
+    # The file form is unchanged: sections are not keys.
+    assert "sections" not in recipe.to_flat_dict() and recipe.to_flat_dict()["lora"] == {"r": 8,
+                                                                                         "target_modules": ["q_proj"]}
+    bare = recipe_from_dict({"train_data": "toy:2", "reward_schedule": None})
+    assert (bare.sections.lora, bare.sections.warmup, bare.sections.schedule) == (None, None, None)
 
 
 def test_overrides() -> None:

@@ -39,20 +39,19 @@ from embodied_r.training.callbacks import (
 )
 from embodied_r.training.data import fit_rows_to_context, load_prompt_rows, rows_to_dataset
 from embodied_r.training.host_memory import fix_mmap_threshold
-from embodied_r.training.judge_gate import consistency_in_use, gate_judge, probe_settings
+from embodied_r.training.judge_gate import consistency_in_use, gate_judge
 from embodied_r.training.recipe import (
     Recipe,
     RecipeError,
     check_batch_geometry,
     check_prompt_version,
     check_runtime,
-    context_policy,
     dump_recipe,
     global_batch,
     reward_spec,
 )
 from embodied_r.training.vision import data_dir, processor_for_rows
-from embodied_r.training.warmup import WarmupSettings, run_format_warmup
+from embodied_r.training.warmup import run_format_warmup
 
 logger = logging.getLogger(__name__)
 
@@ -316,27 +315,6 @@ def build_config(recipe: Recipe, schedule: RewardSchedule | None, num_processes:
         raise RecipeError(f"TRL rejected the configuration: {exc}") from exc
 
 
-def build_lora(lora: dict[str, Any] | None) -> Any:
-    if lora is None:
-        return None
-    from peft import LoraConfig
-
-    options = dict(lora)
-    known = {"r", "alpha", "dropout", "target_modules", "bias", "use_rslora"}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise RecipeError(f"lora: unknown key(s) {unknown}; valid: {sorted(known)}")
-    return LoraConfig(
-        r=int(options.get("r", 16)),
-        lora_alpha=int(options.get("alpha", 32)),
-        lora_dropout=float(options.get("dropout", 0.05)),
-        target_modules=options.get("target_modules", "all-linear"),
-        bias=options.get("bias", "none"),
-        use_rslora=bool(options.get("use_rslora", False)),
-        task_type="CAUSAL_LM",
-    )
-
-
 def build_rewards(recipe: Recipe, model_path: str, judge: Any = None) -> list[Any]:
     """Reward callables in recipe order; ``judge`` (tests, evaluation) replaces the reference model."""
     funcs = []
@@ -375,7 +353,7 @@ def _gate_consistency(
     consistency = consistency_in_use(rewards, stages)
     if consistency is None:
         return None
-    return gate_judge(consistency, rows, recipe.output_dir, probe_settings(recipe.judge_probe),
+    return gate_judge(consistency, rows, recipe.output_dir, recipe.sections.judge_probe,
                       recipe.allow_weak_judge, PartialState().is_main_process)
 
 
@@ -421,7 +399,7 @@ def _fit_to_context(recipe: Recipe, rows: list[Any], model_path: str,
     from embodied_r.inference.context_policy import model_context_length
 
     tokenizer = getattr(processing_class, "tokenizer", processing_class) or AutoTokenizer.from_pretrained(model_path)
-    policy = context_policy(recipe)
+    policy = recipe.sections.context
     budget = int(recipe.trl.get("max_completion_length") or GRPOConfig.max_completion_length)
     limit = policy.limit(model_context_length(AutoConfig.from_pretrained(model_path)), budget)
     fitted, report = fit_rows_to_context(rows, tokenizer, policy, limit, recipe.completion_prefix)
@@ -476,8 +454,7 @@ def build_trainer(
     model_path = resolve_model_path(recipe.model)
     rows, prompt_context = _fit_to_context(recipe, rows, model_path, processing_class)
     train_dataset = rows_to_dataset(rows, image_dir=data_dir(recipe.train_data))  # image rows: Robot-R1
-    schedule = RewardSchedule.from_config(recipe.reward_schedule, recipe.reward_names)
-    warmup = WarmupSettings.from_config(recipe.format_warmup)
+    schedule, warmup = recipe.sections.schedule, recipe.sections.warmup
     # The reference judge is loaded before GRPOConfig exists: once TrainingArguments has set up DeepSpeed
     # ZeRO-3, from_pretrained would shard it across ranks, and each rank judges a different number of
     # completions, so a sharded judge would deadlock. A replicated frozen copy has no collectives.
@@ -512,7 +489,7 @@ def build_trainer(
             recipe.eval_batch_size,
             recipe.eval_max_new_tokens,
             completion_prefix=recipe.completion_prefix,
-            context=context_policy(recipe),
+            context=recipe.sections.context,
         )
         callbacks.append(evaluator)
     trainer = EmbodiedGRPOTrainer(
@@ -521,7 +498,7 @@ def build_trainer(
         args=args,
         train_dataset=train_dataset,
         processing_class=processor_for_rows(recipe, rows, eval_rows, model_path, processing_class),
-        peft_config=build_lora(recipe.lora),
+        peft_config=recipe.sections.lora.peft_config() if recipe.sections.lora else None,
         callbacks=callbacks,
     )
     trainer.samples_path = output_dir / "samples.jsonl"
@@ -566,7 +543,7 @@ def rehearse(recipe: Recipe, num_processes: int) -> dict[str, Any]:
     """``train --check``: what a cluster would reject, found here without loading a model or data: the
     recipe's values (checked when it loaded), the batch geometry for ``num_processes``, and TRL's own
     ``GRPOConfig``. Returns the global batch per optimizer step."""
-    schedule = RewardSchedule.from_config(recipe.reward_schedule, recipe.reward_names)
+    schedule = recipe.sections.schedule
     build_config(recipe, schedule, num_processes=num_processes)
     return global_batch(recipe.trl, num_processes)
 

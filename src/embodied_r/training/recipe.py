@@ -13,14 +13,80 @@ import dataclasses
 import difflib
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:  # the sections' types; their modules import this one
+    from embodied_r.inference.context_policy import ContextPolicy
+    from embodied_r.methods.embodied_r.schedule import RewardSchedule
+    from embodied_r.training.warmup import WarmupSettings
 
 
 class RecipeError(ValueError):
     """A recipe that cannot be used; the message says which key and what to do."""
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """Recipe section ``lora`` (null = full fine-tuning): PEFT LoRA adapters on the policy."""
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: str | list[str] = "all-linear"
+    bias: str = "none"
+    use_rslora: bool = False
+
+    @classmethod
+    def from_config(cls, value: Any, source: str = "recipe") -> LoraSettings | None:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise RecipeError(f"{source}: 'lora' must be a mapping like {{r: 16, alpha: 32}} or null")
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            raise RecipeError(f"{source}: lora: unknown key(s) {unknown}; valid: {known}")
+        settings = cls(**value)
+        for name in ("r", "alpha"):
+            number = getattr(settings, name)
+            if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+                raise RecipeError(f"{source}: lora.{name} must be a positive integer, got {number!r}")
+        if isinstance(settings.dropout, bool) or not isinstance(settings.dropout, (int, float)) \
+                or not 0 <= settings.dropout < 1:
+            raise RecipeError(f"{source}: lora.dropout must be a number in [0, 1), got {settings.dropout!r}")
+        modules = settings.target_modules
+        if not (isinstance(modules, str) or (isinstance(modules, list) and modules
+                                             and all(isinstance(m, str) for m in modules))):
+            raise RecipeError(f"{source}: lora.target_modules must be a name, a list of names or 'all-linear', "
+                              f"got {modules!r}")
+        if settings.bias not in ("none", "all", "lora_only"):
+            raise RecipeError(f"{source}: lora.bias must be none, all or lora_only, got {settings.bias!r}")
+        if not isinstance(settings.use_rslora, bool):
+            raise RecipeError(f"{source}: lora.use_rslora must be true or false, got {settings.use_rslora!r}")
+        return settings
+
+    def peft_config(self) -> Any:
+        from peft import LoraConfig
+
+        return LoraConfig(r=self.r, lora_alpha=self.alpha, lora_dropout=float(self.dropout),
+                          target_modules=self.target_modules, bias=self.bias, use_rslora=self.use_rslora,
+                          task_type="CAUSAL_LM")
+
+
+@dataclass(frozen=True)
+class RecipeSections:
+    """The recipe's nested sections, parsed and checked once (:func:`parse_sections`); training reads
+    these, never the raw mappings."""
+
+    schedule: RewardSchedule | None  # null: static reward_weights
+    warmup: WarmupSettings | None  # null: no format warm-up
+    lora: LoraSettings | None  # null: full fine-tuning
+    judge_probe: dict[str, Any]  # with its defaults filled in
+    context: ContextPolicy
 
 
 @dataclass
@@ -84,6 +150,12 @@ class Recipe:
     checkpoint_over_tokens: int | None = None
     description: str = ""
     trl: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def sections(self) -> RecipeSections:
+        """The nested sections, typed (parsed on first use; a recipe from ``recipe_from_dict`` has them
+        checked already)."""
+        return parse_sections(self)
 
     @property
     def reward_names(self) -> list[str]:
@@ -196,9 +268,35 @@ def recipe_from_dict(data: dict[str, Any], source: str = "recipe") -> Recipe:
     return recipe
 
 
-def validate(recipe: Recipe, source: str = "recipe") -> None:
-    """Checks that need no model or data: names, types, combinations."""
+def parse_sections(recipe: Recipe, source: str = "recipe") -> RecipeSections:
+    """The nested sections as typed settings, each checked (unknown keys listed with the valid ones)."""
     from embodied_r.methods.embodied_r.schedule import RewardSchedule, ScheduleError
+    from embodied_r.training.judge_gate import probe_settings
+    from embodied_r.training.warmup import WarmupError, WarmupSettings
+
+    try:
+        schedule = RewardSchedule.from_config(recipe.reward_schedule, recipe.reward_names)
+    except ScheduleError as exc:
+        raise RecipeError(f"{source}: {exc}") from exc
+    try:
+        warmup = WarmupSettings.from_config(recipe.format_warmup, source)
+    except (WarmupError, TypeError) as exc:
+        raise RecipeError(str(exc)) from exc
+    try:
+        judge_probe = probe_settings(recipe.judge_probe, source)
+    except ValueError as exc:
+        raise RecipeError(str(exc)) from exc
+    try:
+        context = context_policy(recipe)
+    except ValueError as exc:
+        raise RecipeError(f"{source}: {exc} (keys context_rule, max_prompt_tokens)") from exc
+    return RecipeSections(schedule=schedule, warmup=warmup, lora=LoraSettings.from_config(recipe.lora, source),
+                          judge_probe=judge_probe, context=context)
+
+
+def validate(recipe: Recipe, source: str = "recipe") -> None:
+    """Checks that need no model or data: names, types, combinations, and every section
+    (:func:`parse_sections`, whose result the recipe keeps)."""
     from embodied_r.methods.rewards import REWARDS
 
     if not recipe.train_data:
@@ -211,14 +309,10 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
             raise RecipeError(f"{source}: unknown reward {name!r}; known rewards: {sorted(REWARDS)}")
     if len(set(names)) != len(names):
         raise RecipeError(f"{source}: a reward is listed twice in {names}")
-    try:
-        schedule = RewardSchedule.from_config(recipe.reward_schedule, names)
-    except ScheduleError as exc:
-        raise RecipeError(f"{source}: {exc}") from exc
-    if schedule is not None and recipe.trl.get("reward_weights") is not None:
+    sections = parse_sections(recipe, source)
+    recipe.__dict__["sections"] = sections  # the cached property's value: parsed once, with this source
+    if sections.schedule is not None and recipe.trl.get("reward_weights") is not None:
         raise RecipeError(f"{source}: set either reward_weights (static) or reward_schedule, not both")
-    if recipe.lora is not None and not isinstance(recipe.lora, dict):
-        raise RecipeError(f"{source}: 'lora' must be a mapping like {{r: 16, alpha: 32}} or null")
     check_trl_values(recipe.trl, source)
     check_trl_choices(recipe.trl, source)
     check_rollout_settings(recipe.trl, source)
@@ -227,12 +321,6 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
             f"{source}: 'completion_prefix' must be a string (quote it in YAML: completion_prefix: \"<think>\"), "
             f"got {recipe.completion_prefix!r}"
         )
-    from embodied_r.training.warmup import WarmupError, WarmupSettings
-
-    try:
-        WarmupSettings.from_config(recipe.format_warmup, source)
-    except (WarmupError, TypeError) as exc:
-        raise RecipeError(str(exc)) from exc
     for key in ("judge_sees_letters", "allow_weak_judge", "shared_prefix_update"):
         if not isinstance(getattr(recipe, key), bool):
             raise RecipeError(f"{source}: {key!r} must be true or false, got {getattr(recipe, key)!r}")
@@ -242,12 +330,6 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
         raise RecipeError(
             f"{source}: 'judge_scoring' must be one of {', '.join(SCORING_RULES)}, got {recipe.judge_scoring!r}"
         )
-    from embodied_r.training.judge_gate import probe_settings
-
-    try:
-        probe_settings(recipe.judge_probe, source)
-    except ValueError as exc:
-        raise RecipeError(str(exc)) from exc
     for key in (
         "eval_every_steps",
         "eval_max_rows",
@@ -272,10 +354,6 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
         raise RecipeError(f"{source}: 'checkpoint_over_tokens' decides which backward passes are checkpointed, "
                           "but gradient_checkpointing (true unless set: TRL's GRPOConfig default) checkpoints "
                           "every one: set gradient_checkpointing: false, or checkpoint_over_tokens: null")
-    try:
-        context_policy(recipe)
-    except ValueError as exc:
-        raise RecipeError(f"{source}: {exc} (keys context_rule, max_prompt_tokens)") from exc
 
 
 def check_attention(name: str | None, source: str = "recipe") -> None:
