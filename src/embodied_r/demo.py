@@ -28,17 +28,14 @@ from embodied_r.training.warmup import warmup_model_dir
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
-# The 135M default never writes the official <think>/<answer> structure from the paper's prompt, so every
-# GRPO group scores the same and nothing is learned (docs/performance.md). The demo therefore starts
-# training with a short format warm-up (training/warmup.py: supervised steps on templated completions whose
-# answer is drawn at random, so they teach nothing about the right one), then runs GRPO with the paper's
-# prompt, rewards and schedule.
-# The warmed-up model is evaluated on its own so the report separates what the warm-up did from GRPO.
-# 16 examples: 4 prompts, each trained with all 4 letters in one optimizer step, so the letter gradients of a
-# step cancel and the choice stays spread. One prompt per pass needs no gradient checkpointing (~25 % less
-# compute); 4 long prompts in one pass peaked at 7.3 GiB with checkpointing, 11 GiB without, and 2 per pass
-# without it took the demo's train stage to 8.0 GiB. Two per step, shuffled, left the model answering "A" to every
-# question and GRPO's groups without variance (docs/learning.md).
+# The 135M default does not write the official <think>/<answer> structure from the paper's prompt, so
+# every GRPO group would score the same and nothing would be learned. Training therefore starts with a
+# short format warm-up (training/warmup.py: supervised steps on templated completions whose answer is drawn
+# at random, so they teach nothing about the right one), then runs GRPO with the paper's prompt, rewards
+# and schedule; the warmed-up model is evaluated on its own, so the report separates the two.
+# Each optimizer step holds one prompt with all 4 letters, so the letter gradients of a step cancel and the
+# choice stays spread (GRPO's groups need different answers to differ in reward); one example per pass
+# keeps the memory of long prompts low (docs/learning.md, docs/performance.md).
 WARMUP_STEPS = 4
 WARMUP_BATCH = 4
 WARMUP_MICRO_BATCH = 1
@@ -62,20 +59,16 @@ class DemoSize:
 
     @classmethod
     def for_minutes(cls, minutes: float) -> DemoSize:
-        # Measured on the idle 2-core CPU this project is developed on (no AVX-512, so fp32), prompts of
-        # ~400-1100 tokens (mean ~700), 64 new tokens: data stages ~40 s; ~4.3 s per held-out question and
-        # evaluation (~2.5 min for the warmed-up model on ~35, the same again after GRPO plus ~1 min for
-        # the consistency judge and its probe); the warm-up (16 examples) ~2.5 min and the training judge's
-        # probe ~1 min; one GRPO step of 2 prompts x 4 completions ~60-90 s.
-        # Training gets what the fixed stages leave.
+        # The fixed stages (data, warm-up, the judge's probes, two evaluations of the held-out scenes) take
+        # about 10.5 minutes on a 2-core CPU and a GRPO step of 2 prompts x 4 completions up to 90 s
+        # (docs/performance.md has the stage times); training gets what the fixed stages leave.
         if minutes < 3:
             raise ValueError("the demo needs at least 3 minutes")
         small = minutes < 10
         fixed_minutes = 4.0 if small else 10.5
         steps = int(max(2.0, (minutes - fixed_minutes) * 60 / 90))
         # The full demo holds out 4 of 12 scenes (~35 questions) and evaluates the warmed-up and the trained
-        # model on all of them: with 12 (one per task) one answer moved the score by 8 points, and no
-        # difference could be told from noise.
+        # model on all of them: with one question per task, one answer would move the score by 8 points.
         return cls(scenes=6 if small else 12, seconds=10 if small else 12, per_task=1,
                    # 64 tokens hold the warm-up's one-sentence think and answer; a completion that runs on
                    # (the untrained model always does) costs every evaluation and GRPO step its full budget.
@@ -132,16 +125,15 @@ def training_recipe(out: Path, size: DemoSize, model: str) -> dict[str, Any]:
         "sample_completions": 4,
         # On any prompt file: prompts over 4,096 tokens lose their oldest frame descriptions, and one backward
         # pass holds at most 8,192 tokens (the demo's own rows fit in one pass). TRL's activation
-        # checkpointing of every batch stays on: without it the train stage peaked at 6.95 GiB here, with it
-        # 5.32 GiB (docs/performance.md, runs 14 and 15), for ~13 % more update time.
+        # checkpointing of every batch stays on: it keeps the train stage well inside 8 GB for a little more
+        # update time (docs/performance.md).
         "max_prompt_tokens": 4096,
         "max_train_batch_tokens": 8192,
         "output_dir": str(out / "train"),
         "max_steps": size.train_steps,
         "num_generations": 4,
         # 8 completions (2 prompts x 4) per step, updated in one pass: the shared-prefix update encodes each
-        # group's prompt once when its completions share the micro-batch (2.95x TRL's per-row update on
-        # this shape, docs/performance.md). Per row, 4 completions at a time used to peak at 6-8 GB.
+        # group's prompt once when its completions share the micro-batch (docs/performance.md).
         "per_device_train_batch_size": 8,
         "gradient_accumulation_steps": 1,
         "max_completion_length": size.max_new_tokens,  # the evaluation's budget: what is trained is what is scored

@@ -55,7 +55,7 @@ class WarmupSettings:
     steps: int = 0  # optimizer steps of supervised training on templated, random-answer targets
     batch_size: int = 2  # examples per optimizer step
     # Examples per forward pass (null = batch_size); batch_size must be a multiple, the rest is gradient
-    # accumulation. 4 examples of ~800-token prompts in one pass peaked at 11 GiB without checkpointing.
+    # accumulation; smaller passes bound the memory of long prompts.
     micro_batch_size: int | None = None
     # Different answers each visited prompt is trained with (null = batch_size). One per prompt makes the
     # model answer every prompt with one confident letter; all of the options keep the choice spread.
