@@ -244,6 +244,8 @@ def print_summary(result: dict[str, Any]) -> None:
     print(f"\nheld-out questions: {result['held_out_questions']} from held-out scenes; held-out task type: "
           f"{result['holdout_task']}")
     for label in ("trained_tasks", "holdout_task"):
+        if not result["warmup"][label]["n"]:
+            continue  # not evaluated (--eval-tasks)
         print(f"\n{label.replace('_', ' ')}:")
         print("  " + ", ".join(f"{name} baseline {100 * b[label]:.1f}" for name, b in result["baselines"].items()
                                if b[label] is not None) + " (each on the questions it answers: random has no numbers)")
