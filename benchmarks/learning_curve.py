@@ -93,9 +93,8 @@ def build_data(args: argparse.Namespace, progress: Progress) -> tuple[Path, Path
     if args.eval_tasks:
         # Fewer task types evaluated: each evaluation costs seconds per question here, so a run that
         # trains on one task type can afford more of its held-out questions.
-        test = args.out / "test.jsonl"
-        write_jsonl(test, [r for r in read_jsonl(data / "prompts" / "test.jsonl")
-                           if r["task"] in set(args.eval_tasks.split(","))])
+        test, evaluated = args.out / "test.jsonl", set(args.eval_tasks.split(","))
+        write_jsonl(test, [r for r in read_jsonl(data / "prompts" / "test.jsonl") if r["task"] in evaluated])
     if len(read_jsonl(test)) < 150:
         print(f"  note: {len(read_jsonl(test))} held-out questions (fewer than 150); raise --scenes", flush=True)
     return train, test

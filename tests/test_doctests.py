@@ -14,7 +14,6 @@ MODULES = [
     "embodied_r.core.parsing",
     "embodied_r.methods.embodied_r.prompts",
     "embodied_r.core.scoring",
-    "embodied_r.core.validity",
     "embodied_r.methods",
     "embodied_r.methods.robot_r1.pipeline",
     "embodied_r.evaluation.reference_names",

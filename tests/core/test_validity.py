@@ -19,6 +19,8 @@ GOOD = [
     PromptRow(id="choice", task="t", prompt=USER, answer="B", options=["A. left", "B. right"]),
     PromptRow(id="number", task="t", prompt=USER, answer="2.5", answer_type="number"),
     PromptRow(id="position", task="t", prompt=USER, answer="[0.1, 0.2, 0.3]", answer_type="position"),
+    # Options without "A. " prefixes are lettered by position, as the scorer letters them.
+    PromptRow(id="bare", task="t", prompt=USER, answer="B", options=["left", "right"]),
 ]
 BAD = {
     "empty prompt": PromptRow(id="empty", task="t", prompt=[{"role": "user", "content": "  "}], answer="A",
@@ -36,9 +38,9 @@ BAD = {
 def test_good_rows_pass_both_loaders(tmp_path: Path) -> None:
     path = tmp_path / "good.jsonl"
     write_jsonl(path, [r.to_dict() for r in GOOD])
-    assert [r.id for r in load_prompt_rows(path)] == ["choice", "number", "position"]
+    assert [r.id for r in load_prompt_rows(path)] == ["choice", "number", "position", "bare"]
     rows, report = load_prompt_rows_jsonl(path)
-    assert [r.id for r in rows] == ["choice", "number", "position"] and report.skipped == []
+    assert [r.id for r in rows] == ["choice", "number", "position", "bare"] and report.skipped == []
 
 
 @pytest.mark.parametrize("reason", sorted(BAD))

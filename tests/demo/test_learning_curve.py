@@ -86,3 +86,15 @@ def test_summary_separates_the_held_out_task_and_pairs_with_the_warm_up(curve: M
     curve.print_summary(result)
     curve.plot(result, tmp_path / "curve.png")
     assert (tmp_path / "curve.png").stat().st_size > 10_000
+
+
+def test_eval_tasks_must_be_trained_on_or_held_out(curve: ModuleType, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture) -> None:
+    # The summary has only two parts (trained on, held out): a third kind of task would be miscounted.
+    monkeypatch.setattr("sys.argv", ["learning_curve.py", "--out", str(tmp_path / "out"), "--tasks", "last_action",
+                                     "--eval-tasks", "last_action,object_counting"])
+    with pytest.raises(SystemExit) as info:
+        curve.main()
+    assert info.value.code == 2 and "['object_counting'] are neither trained on" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # refused before any work

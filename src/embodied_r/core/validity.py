@@ -8,19 +8,10 @@ are refused, so nothing trains that evaluation could not score.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 from embodied_r.core.chat import last_user_text
+from embodied_r.core.parsing import option_letters
 from embodied_r.core.records import PromptRow, QARecord
-
-
-def option_letter_list(options: Sequence[str] | None) -> list[str]:
-    """The leading letters of ``"A. x"``-style options.
-
-    >>> option_letter_list(["A. x", "B. y"])
-    ['A', 'B']
-    """
-    return [str(o).strip()[:1].upper() for o in options or []]
 
 
 def record_problem(record: QARecord) -> str | None:
@@ -30,7 +21,8 @@ def record_problem(record: QARecord) -> str | None:
     if record.answer_type == "choice":
         if not record.options:
             return "no options: a choice question needs its options to be scored"
-        letters = option_letter_list(record.options)
+        # The scorer's lettering (core.parsing), so a row is refused exactly when its answer could not score.
+        letters = list(option_letters(record.options))
         if len(set(letters)) != len(letters):
             return f"repeated option letters {letters}"
         if str(record.answer).strip().upper() not in letters:
