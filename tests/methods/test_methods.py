@@ -1,6 +1,13 @@
-"""The method task objects know every prompt version the prompt builders write."""
+"""The method task objects: prompt versions, row builders, rewards, recipes and the one scorer."""
 
 from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
 
 from embodied_r.methods import EMBODIED_R, METHODS, ROBOT_R1, method_for_row
 from embodied_r.methods.embodied_r.prompts import TEMPLATES
@@ -33,3 +40,63 @@ def test_the_official_embodied_r_parser_is_not_applied_to_robot_r1_answers() -> 
                                                                        "total_accuracy": 100.0,
                                                                        "parser_disagreements": 0}
     assert "embodied_r" not in reference_metrics({}, predictions[:1], set())  # Robot-R1 rows only: no table
+
+
+def _repository_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def test_each_task_object_names_a_real_command_builder_rewards_and_recipe() -> None:
+    from embodied_r.cli.main import build_parser
+    from embodied_r.methods.rewards import REWARDS
+
+    for method in METHODS:
+        program, *words = method.builds_rows.split()
+        assert program == "embodied-r"
+        parser = build_parser()
+        for word in words:  # a command and its sub-commands, e.g. `synth robot`
+            commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+            assert word in commands, method.builds_rows
+            parser = commands[word]
+        builder = method.row_builder_function()
+        assert callable(builder)
+        assert builder.__module__.startswith(f"embodied_r.methods.{method.name}."), builder.__module__
+        assert set(method.rewards) <= set(REWARDS)
+        recipe = yaml.safe_load((_repository_root() / method.paper_recipe).read_text())
+        assert [str(r) if isinstance(r, str) else next(iter(r)) for r in recipe["rewards"]] == list(method.rewards)
+
+
+def test_embodied_r_rows_from_the_named_builder_are_recognised_and_scored_by_their_method() -> None:
+    from embodied_r.core.records import Perception, QARecord
+
+    question = QARecord(id="q", source="s", task="relative_direction", video="v.mp4", question="Where is the door?",
+                        options=["A. left", "B. right"], answer="B", answer_type="choice")
+    frames = [{"index": 0, "action": None, "description": "A door on the right."}]
+    perception = Perception(qa_id="q", video="v.mp4", backend="oracle", model="m", prompt_version="official-v1",
+                            frames=frames)
+    rows, missing = EMBODIED_R.row_builder_function()([question], {"q": perception}, "official-v1")
+    assert not missing and method_for_row(rows[0].meta) is EMBODIED_R
+    assert EMBODIED_R.score(rows[0], "<think>.</think><answer>B</answer>") == ("B", 1.0)
+    assert EMBODIED_R.score(rows[0], "<think>.</think><answer>A</answer>").score == 0.0
+
+
+@pytest.mark.parametrize(("answer_type", "answer", "options", "completion", "expected"), [
+    ("choice", "B", ["A. left", "B. right"], "<answer>B</answer>", 1.0),
+    ("choice", "B", ["A. left", "B. right"], "<answer>[[B]]</answer>", 1.0),
+    ("number", 2.0, None, "<answer>2.5</answer>", None),
+    ("open", "move left", None, "<answer>Move  left</answer>", 1.0),
+    ("position", [0.1, 0.2, 0.3], None, "<answer>[0.1, 0.2, 0.3]</answer>", 1.0),
+])
+def test_training_and_evaluation_score_through_the_task_object(answer_type: str, answer: Any, options: Any,
+                                                               completion: str, expected: float | None) -> None:
+    from embodied_r.core.records import PromptRow
+    from embodied_r.evaluation.predict import score_completion
+    from embodied_r.methods.accuracy import accuracy_reward
+
+    row = PromptRow(id="r", task="t", prompt=[], answer=answer, answer_type=answer_type, options=options)
+    method_score = EMBODIED_R.score(row, completion).score
+    assert score_completion(row, completion).score == method_score
+    assert accuracy_reward([completion], answer=[answer], answer_type=[answer_type],
+                               options=[options]) == [method_score]
+    if expected is not None:
+        assert method_score == expected

@@ -15,16 +15,16 @@ from typing import Any
 
 from embodied_r.core.io import JsonlAppender
 from embodied_r.core.records import Prediction, PromptRow
-from embodied_r.core.scoring import score_completion as core_score
 from embodied_r.evaluation.generation import TransformersEngine
 from embodied_r.inference.context_policy import ContextPolicy
+from embodied_r.methods import method_for_row
 
 logger = logging.getLogger(__name__)
 
 
 def score_completion(row: PromptRow, completion: str) -> Prediction:
-    """Parse and score one completion with the same functions the accuracy reward uses."""
-    parsed, score = core_score(completion, row.answer, row.answer_type, row.options)
+    """Parse and score one completion with the row's method's scorer (the accuracy reward's)."""
+    parsed, score = method_for_row(row.meta).score(row, completion)
     return Prediction(
         id=row.id, task=row.task, completion=completion, parsed_answer=parsed, answer=row.answer,
         answer_type=row.answer_type, correct=score >= 1.0, score=score,

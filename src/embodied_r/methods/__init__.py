@@ -1,4 +1,4 @@
-"""The two methods as task objects: what their prompt rows are and how an answer to them is written.
+"""The two methods as task objects: how each one's prompt rows are built, prompted, rewarded and scored.
 
 A prompt row records the prompt version it was built with (``meta["prompt_version"]``); the method is
 looked up from that, so training and evaluation never read prompt text to guess it.
@@ -12,30 +12,57 @@ looked up from that, so training and evaluation never read prompt text to guess 
 '[[B]]'
 >>> method_for_version("official-v1").answer_text("B")
 'B'
+>>> ROBOT_R1.rewards, ROBOT_R1.builds_rows
+(('format', 'accuracy'), 'embodied-r synth robot')
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from embodied_r.core.records import PromptRow
+from embodied_r.core.scoring import Scored, score_completion
 
 
 @dataclass(frozen=True)
 class Method:
-    """One method's row conventions: its prompt versions and the written form of a chosen option."""
+    """One method: where its rows come from, the prompt versions they record, the written form of a
+    chosen option, the paper's reward terms and recipe, and the one scorer."""
 
     name: str
+    builds_rows: str  # the command that writes this method's prompt rows
+    row_builder: str  # "module:function" that turns questions into prompt rows (imported when asked for)
     prompt_versions: tuple[str, ...]
     choice_form: str  # ``{letter}`` is replaced by the option letter
+    rewards: tuple[str, ...]  # the paper's reward terms, by their names in the reward registry
+    paper_recipe: str  # the recipe that follows the paper, relative to the repository root
 
     def answer_text(self, letter: str) -> str:
         """How this method's prompts ask a chosen option to be written inside ``<answer>``."""
         return self.choice_form.format(letter=letter)
 
+    def row_builder_function(self) -> Callable[..., Any]:
+        module, name = self.row_builder.split(":")
+        return getattr(importlib.import_module(module), name)
 
-EMBODIED_R = Method("embodied_r", ("official", "official-v1", "structured-v1"), "{letter}")
-ROBOT_R1 = Method("robot_r1", ("robot_r1_mw_v1",), "[[{letter}]]")
+    def score(self, row: PromptRow, completion: str) -> Scored:
+        """The parsed answer and score of a completion for ``row``: the function the accuracy reward,
+        evaluation and the consistency gate call, for every answer type."""
+        return score_completion(completion, row.answer, row.answer_type, row.options)
+
+
+EMBODIED_R = Method(
+    "embodied_r", "embodied-r build-prompts", "embodied_r.methods.embodied_r.perception.prompt_rows:build_rows",
+    ("official", "official-v1", "structured-v1"), "{letter}",
+    ("format", "accuracy", "consistency"), "recipes/embodied_r/paper_qwen2.5-3b.yaml",
+)
+ROBOT_R1 = Method(
+    "robot_r1", "embodied-r synth robot", "embodied_r.methods.robot_r1.prompts:text_prompt_row",
+    ("robot_r1_mw_v1",), "[[{letter}]]", ("format", "accuracy"), "recipes/robot_r1/paper_qwen2.5-vl-7b.yaml",
+)
 METHODS: tuple[Method, ...] = (EMBODIED_R, ROBOT_R1)
 
 

@@ -162,3 +162,14 @@ def test_relabelling_splits_needs_no_new_episode(robot_dataset: Path, robot_task
     assert (copy / "episodes.jsonl").read_text() == before
     assert (copy / "prompts.jsonl").read_text() == (robot_dataset / "prompts.jsonl").read_text()
     assert not list(copy.glob("*_test_*.jsonl"))
+
+
+def test_rows_from_the_task_objects_builder_are_recognised_and_scored_as_robot_r1(robot_dataset: Path) -> None:
+    from embodied_r.methods import ROBOT_R1, method_for_row
+
+    record = QARecord.from_dict(read_jsonl(robot_dataset / "questions.jsonl")[0])
+    row = ROBOT_R1.row_builder_function()(record)
+    assert method_for_row(row.meta) is ROBOT_R1
+    assert ROBOT_R1.score(row, f"<think>.</think><answer>{ROBOT_R1.answer_text(record.answer)}</answer>").score == 1.0
+    wrong = next(letter for letter in "ABCD" if letter != record.answer)
+    assert ROBOT_R1.score(row, f"<answer>{ROBOT_R1.answer_text(wrong)}</answer>").score == 0.0
