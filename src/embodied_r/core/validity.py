@@ -1,4 +1,5 @@
-"""Whether a question or a prompt row can be scored: one set of rules for loading, training and evaluation.
+"""Whether a question or a prompt row can be scored: one set of rules for loading, training and evaluation;
+and the shape check every recipe section shares.
 
 Evaluation skips and reports a row these checks refuse; training refuses the whole file, since such a row
 would earn a constant reward of 0 that looks like a model failing to learn. Either way the same rows
@@ -8,6 +9,8 @@ are refused, so nothing trains that evaluation could not score.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 from embodied_r.core.chat import last_user_text
 from embodied_r.core.parsing import option_letters
@@ -51,3 +54,13 @@ def row_problem(row: PromptRow) -> str | None:
                            question=last_user_text(row.prompt), options=row.options, answer=row.answer,
                            answer_type=row.answer_type)
     return record_problem(as_question)
+
+
+def section_keys(value: Any, section: str, valid: Sequence[str], example: str, source: str,
+                 error: type[Exception] = ValueError) -> None:
+    """Refuse a recipe section that is not a mapping or names a key outside ``valid`` (listed in the error)."""
+    if not isinstance(value, dict):
+        raise error(f"{source}: '{section}' must be a mapping like {example} or null")
+    unknown = sorted(set(value) - set(valid))
+    if unknown:
+        raise error(f"{source}: {section}: unknown key(s) {unknown}; valid: {list(valid)}")

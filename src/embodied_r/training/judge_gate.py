@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r.core.io import atomic_write_json
+from embodied_r.core.validity import section_keys
 from embodied_r.inference.judge_probe import (
     DEFAULT_CASES,
     DEFAULT_MAX_LETTER_SHARE,
@@ -42,11 +43,7 @@ def probe_settings(spec: Any, source: str = "recipe") -> dict[str, Any]:
     }
     if spec is None:
         return settings
-    if not isinstance(spec, dict):
-        raise ValueError(f"{source}: judge_probe must be a mapping like {{cases: 64, min_agreement: 0.8}}")
-    unknown = sorted(set(spec) - set(PROBE_KEYS))
-    if unknown:
-        raise ValueError(f"{source}: judge_probe: unknown key(s) {unknown}; valid: {sorted(PROBE_KEYS)}")
+    section_keys(spec, "judge_probe", sorted(PROBE_KEYS), "{cases: 64, min_agreement: 0.8}", source)
     for key, value in spec.items():
         kind = PROBE_KEYS[key]
         if kind is bool:

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from embodied_r.core.validity import section_keys
+
 if TYPE_CHECKING:  # the sections' types; their modules import this one
     from embodied_r.inference.context_policy import ContextPolicy
     from embodied_r.methods.embodied_r.schedule import RewardSchedule
@@ -44,12 +46,8 @@ class LoraSettings:
     def from_config(cls, value: Any, source: str = "recipe") -> LoraSettings | None:
         if value is None:
             return None
-        if not isinstance(value, dict):
-            raise RecipeError(f"{source}: 'lora' must be a mapping like {{r: 16, alpha: 32}} or null")
-        known = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(value) - set(known))
-        if unknown:
-            raise RecipeError(f"{source}: lora: unknown key(s) {unknown}; valid: {known}")
+        section_keys(value, "lora", [f.name for f in dataclasses.fields(cls)], "{r: 16, alpha: 32}", source,
+                     RecipeError)
         settings = cls(**value)
         for name in ("r", "alpha"):
             number = getattr(settings, name)

@@ -36,6 +36,7 @@ from embodied_r.core.chat import has_image
 from embodied_r.core.io import atomic_write_json, read_json
 from embodied_r.core.parsing import option_letters, option_texts
 from embodied_r.core.records import PromptRow
+from embodied_r.core.validity import section_keys
 from embodied_r.methods import method_for_row
 
 logger = logging.getLogger(__name__)
@@ -73,12 +74,8 @@ class WarmupSettings:
     def from_config(cls, value: Any, source: str = "recipe") -> WarmupSettings | None:
         if value is None:
             return None
-        if not isinstance(value, dict):
-            raise WarmupError(f"{source}: 'format_warmup' must be a mapping like {{steps: 16}} or null")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(value) - known)
-        if unknown:
-            raise WarmupError(f"{source}: format_warmup: unknown key(s) {unknown}; valid: {sorted(known)}")
+        section_keys(value, "format_warmup", sorted(f.name for f in dataclasses.fields(cls)), "{steps: 16}", source,
+                     WarmupError)
         settings = cls(**value)
         if settings.answers not in ANSWER_SOURCES:
             raise WarmupError(f"{source}: format_warmup.answers must be one of {list(ANSWER_SOURCES)}, "
