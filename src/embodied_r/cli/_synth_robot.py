@@ -7,9 +7,8 @@ import re
 import time
 from typing import Any
 
-_DEFAULT_TASKS = ("pick-place-v3", "button-press-topdown-v3", "bin-picking-v3", "shelf-place-v3",
-                  "disassemble-v3")  # kept equal to sim.robot.tasks.DEFAULT_TASKS (checked in tests)
-_DEFAULT_HELD_OUT = ("assembly-v3", "box-close-v3")  # sim.robot.tasks.DEFAULT_HELD_OUT_TASKS
+# A table of task names and descriptions; importing it starts neither MuJoCo nor Meta-World.
+from embodied_r.sim.robot.tasks import DEFAULT_HELD_OUT_TASKS, DEFAULT_TASKS
 
 
 def register(kinds: Any) -> None:
@@ -21,7 +20,7 @@ def register(kinds: Any) -> None:
                     "tasks (*_test_in.jsonl) and held-out tasks (*_test_out.jsonl). Reruns resume finished "
                     "episodes.")
     robot.add_argument("--out", required=True, help="output folder")
-    robot.add_argument("--tasks", nargs="+", default=list(_DEFAULT_TASKS), metavar="TASK",
+    robot.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS), metavar="TASK",
                        help="Meta-World v3 task names (default: the five stand-ins for the paper's RLBench tasks)")
     robot.add_argument("--episodes", type=int, default=5,
                        help="training episodes attempted per training task (default 5)")
@@ -29,9 +28,9 @@ def register(kinds: Any) -> None:
                        help="held-out episodes per task (other seeds, so other object placements): the "
                             "in-distribution test of each training task, and the episodes of each held-out "
                             "task (default 2; 0 writes training files only)")
-    robot.add_argument("--held-out-tasks", nargs="*", default=list(_DEFAULT_HELD_OUT), metavar="TASK",
+    robot.add_argument("--held-out-tasks", nargs="*", default=list(DEFAULT_HELD_OUT_TASKS), metavar="TASK",
                        help="tasks never trained on: the out-of-distribution test (default: "
-                            f"{' '.join(_DEFAULT_HELD_OUT)}; give the flag alone for none)")
+                            f"{' '.join(DEFAULT_HELD_OUT_TASKS)}; give the flag alone for none)")
     robot.add_argument("--seed", type=int, default=0, help="base seed for object placement and options")
     robot.add_argument("--resolution", default="224x224", help="image size WxH (paper: 224x224)")
     robot.add_argument("--camera", default="front",

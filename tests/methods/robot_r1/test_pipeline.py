@@ -110,13 +110,6 @@ def test_bad_input_is_a_clear_error(tmp_path: Path, capsys, argv: list[str], mes
     assert message in capsys.readouterr().err
 
 
-def test_cli_default_tasks_match_library() -> None:
-    from embodied_r.cli._synth_robot import _DEFAULT_TASKS
-    from embodied_r.sim.robot.tasks import DEFAULT_TASKS
-
-    assert _DEFAULT_TASKS == DEFAULT_TASKS
-
-
 def _rows(folder: Path, name: str) -> list[dict]:
     return read_jsonl(folder / name)
 
