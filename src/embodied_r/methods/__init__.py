@@ -34,7 +34,9 @@ class Method:
 
     name: str
     builds_rows: str  # the command that writes this method's prompt rows
-    row_builder: str  # "module:function" that turns questions into prompt rows (imported when asked for)
+    # "module:function" that builds this method's prompt rows, imported when asked for. Its arguments are the
+    # method's own: Embodied-R joins questions with perception records, Robot-R1 turns one question into a row.
+    row_builder: str
     prompt_versions: tuple[str, ...]
     choice_form: str  # ``{letter}`` is replaced by the option letter
     rewards: tuple[str, ...]  # the paper's reward terms, by their names in the reward registry
@@ -45,12 +47,14 @@ class Method:
         return self.choice_form.format(letter=letter)
 
     def row_builder_function(self) -> Callable[..., Any]:
+        """The function ``row_builder`` names (imported now, so that importing this package stays cheap)."""
         module, name = self.row_builder.split(":")
         return getattr(importlib.import_module(module), name)
 
     def score(self, row: PromptRow, completion: str) -> Scored:
-        """The parsed answer and score of a completion for ``row``: the function the accuracy reward,
-        evaluation and the consistency gate call, for every answer type."""
+        """The parsed answer and score of a completion for ``row``, as evaluation reports it: the
+        ``core.scoring.score_completion`` the accuracy reward and the consistency gate call, for every
+        answer type (both methods' answer forms are read by ``core.parsing``)."""
         return score_completion(completion, row.answer, row.answer_type, row.options)
 
 
