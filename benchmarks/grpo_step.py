@@ -20,15 +20,21 @@ updated in consecutive micro-batches (``--micro-batch`` rows for the stock path,
 does); the summed update is the same for every micro-batch size. Goals: >= 2.5x at 2x4 and >= 4x at
 4x8. It also prints the loss and gradient differences between the paths.
 
+With ``--whole-step`` it times whole steps (generation, rewards, update and optimizer) of the demo's GRPO
+recipe (format and accuracy rewards, one backward pass per generation batch) for the first ``--shapes``
+entry, once with TRL's per-row update and once with the shared-prefix update, on ``--data`` prompt rows.
+
     python benchmarks/grpo_step.py                       # SmolLM2-135M, 3 steps each, 8 completions x 64 tokens
     python benchmarks/grpo_step.py --model PATH --steps 5 --json out.json
     python benchmarks/grpo_step.py --shared-prefix       # 2x4 and 4x8, 700-token prompts, 96-token completions
     python benchmarks/grpo_step.py --shared-prefix --shapes 2x4 --repeats 1 --prompt-tokens 300
+    python benchmarks/grpo_step.py --whole-step --shapes 2x4 --data runs/learning/train.jsonl --steps 4
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import tempfile
@@ -99,6 +105,47 @@ def ours(model_path: str, args: argparse.Namespace, out: Path) -> tuple[list[dic
     trainer.train()
     judge = trainer.reward_funcs[2].judge
     return context["timer"].steps, judge
+
+
+def whole_steps(model_path: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """Whole GRPO steps of the demo's recipe (generation, rewards, update, optimizer) with TRL's per-row
+    update and with the shared-prefix update, one trainer after the other on the same rows and seed."""
+    from embodied_r.demo import DemoSize, training_recipe
+    from embodied_r.training.grpo import build_trainer
+    from embodied_r.training.recipe import recipe_from_dict
+
+    prompts, generations = (int(x) for x in args.shapes.split(",")[0].lower().split("x"))
+    results: dict[str, Any] = {}
+    for label, shared in (("stock", False), ("shared", True)):
+        recipe = training_recipe(out, DemoSize(0, 0, 0, args.steps, 0, args.completion_tokens), model_path)
+        recipe.update(
+            train_data=args.data or f"toy:{args.rows}", output_dir=str(out / label), dtype=args.dtype,
+            format_warmup=None, rewards=["format", "accuracy"], reward_schedule=None, reward_weights=[0.2, 0.8],
+            judge_probe=None, allow_weak_judge=False, report_to="none", save_strategy="no", sample_completions=0,
+            num_generations=generations, per_device_train_batch_size=prompts * generations,
+            shared_prefix_update=shared,
+        )
+        trainer, context = build_trainer(recipe_from_dict(recipe, source="benchmark"))
+        trainer.train()
+        # Why a batch took TRL's path, if any did (logged once per reason): the shared run should have none.
+        results[label] = {**summarise(context["timer"].steps), "steps": context["timer"].steps,
+                          "stock_path_reasons": sorted(k for k in trainer.__dict__.get("_noted", ())
+                                                       if k.startswith("prefix:"))}
+        del trainer, context
+        gc.collect()
+    return results
+
+
+def print_whole_steps(results: dict[str, Any], args: argparse.Namespace) -> None:
+    stock, shared = results["stock"], results["shared"]
+    print(f"\nwhole GRPO steps, shape {args.shapes.split(',')[0]}, data {args.data or 'toy'}, dtype {args.dtype}, "
+          f"<= {args.completion_tokens} new tokens, mean of steps 2..{args.steps}")
+    print(f"{'update':26s} {'step s':>8s} {'generation':>11s} {'rewards':>8s} {'update':>8s}")
+    for name, r in (("TRL per-row (stock)", stock), ("shared prefix", shared)):
+        print(f"{name:26s} {r['step_s']:8.2f} {r['generation_s']:11.2f} {r['rewards_s']:8.3f} {r['update_s']:8.2f}")
+    print(f"speed-up: whole step {stock['step_s'] / shared['step_s']:.2f}x, "
+          f"update {stock['update_s'] / shared['update_s']:.2f}x")
+    print(f"batches that took TRL's path in the shared run: {shared['stock_path_reasons'] or 'none'}")
 
 
 def judge_full_batch(judge: Any, args: argparse.Namespace) -> float:
@@ -306,6 +353,11 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--shared-prefix", action="store_true",
                         help="time the stock TRL update against the shared-prefix update instead")
+    parser.add_argument("--whole-step", action="store_true",
+                        help="time whole steps of the demo's recipe with TRL's update and with the shared-prefix "
+                        "update (the first --shapes entry, --completion-tokens, --data rows)")
+    parser.add_argument("--data", default=None, help="with --whole-step: prompt rows (.jsonl; default: toy rows)")
+    parser.add_argument("--dtype", default="float32", help="with --whole-step: auto | bfloat16 | float32")
     parser.add_argument("--shapes", default="2x4,4x8", help="PROMPTSxGENERATIONS, comma-separated")
     parser.add_argument("--prompt-tokens", type=int, default=700)
     parser.add_argument("--completion-tokens", type=int, default=96, help="the demo's max_completion_length")
@@ -326,14 +378,17 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model_path = resolve_model_path(args.model)
-    if args.shared_prefix:
-        with tempfile.TemporaryDirectory() as tmp:
-            results = shared_prefix_comparison(model_path, args, Path(tmp))
-        print_shared_prefix(results, args)
-        if args.json:
-            args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "shared_prefix": results},
-                                            indent=2))
-        return
+    for wanted, key, measure, show in ((args.whole_step, "whole_step", whole_steps, print_whole_steps),
+                                       (args.shared_prefix, "shared_prefix", shared_prefix_comparison,
+                                        print_shared_prefix)):
+        if wanted:
+            with tempfile.TemporaryDirectory() as tmp:
+                results = measure(model_path, args, Path(tmp))
+            show(results, args)
+            if args.json:
+                args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, key: results},
+                                                indent=2, default=str))
+            return
     dataset = rows_to_dataset(load_prompt_rows(f"toy:{args.rows}"))
     with tempfile.TemporaryDirectory() as tmp:
         plain = summarise(plain_trl(model_path, dataset, args, Path(tmp) / "plain"))

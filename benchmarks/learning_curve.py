@@ -30,6 +30,7 @@ import argparse
 import gc
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -201,8 +202,20 @@ def describe(name: str, step: int, predictions: dict[str, dict[str, Any]], warmu
         overall = task_table(mine.values())["overall"] if mine else {"n": 0, "micro": None, "ci95": None}
         row[label] = {"n": overall["n"], "score": overall["micro"], "ci95": overall["ci95"],
                       "vs_warmup": paired_difference({i: float(p["score"]) for i, p in base.items()},
-                                                     {i: float(p["score"]) for i, p in mine.items()})}
+                                                     {i: float(p["score"]) for i, p in mine.items()}),
+                      **answer_shape(mine.values())}
     return row
+
+
+def answer_shape(predictions: Any) -> dict[str, Any]:
+    """How many answers are unparsed (a think that ran past the budget scores 0 whatever it reasoned) and
+    the letters of the parsed choice answers: a gain that is only fewer unparsed answers, or one letter
+    for everything, is the format or a letter prior, not reading."""
+    predictions = list(predictions)
+    letters = Counter(str(p["parsed_answer"]) for p in predictions
+                      if p.get("answer_type") == "choice" and p.get("parsed_answer") is not None)
+    return {"unparsed": sum(p.get("parsed_answer") is None for p in predictions),
+            "choice_letters": dict(letters.most_common())}
 
 
 def summarise(args: argparse.Namespace) -> dict[str, Any]:
@@ -256,8 +269,12 @@ def print_summary(result: dict[str, Any]) -> None:
             versus = "" if row["name"] == WARMUP or diff["difference"] is None else (
                 f"   vs warm-up {100 * diff['difference']:+.1f} [{100 * diff['ci95'][0]:+.1f}, "
                 f"{100 * diff['ci95'][1]:+.1f}] -> {diff['verdict']}")
+            letters = part_.get("choice_letters") or {}
+            top = max(letters, key=letters.get) if letters else None
+            shape = f", unparsed {part_['unparsed']}" + (
+                f", {top} on {letters[top]} of {sum(letters.values())} parsed choices" if top else "")
             print(f"  {row['name']:>22s} step {row['step']:3d}: {format_interval(part_['score'], part_['ci95'])} "
-                  f"(n={part_['n']}){versus}")
+                  f"(n={part_['n']}{shape}){versus}")
 
 
 def plot(result: dict[str, Any], path: Path) -> None:

@@ -17,7 +17,7 @@ MODULES = [
     "embodied_r.methods",
     "embodied_r.methods.robot_r1.pipeline",
     "embodied_r.evaluation.reference_names",
-    "embodied_r.evaluation.generation",
+    "embodied_r.inference.generation",
     "embodied_r.evaluation.predict",
     "embodied_r.evaluation.benchmarks.embodied_r_json",
     "embodied_r.methods.embodied_r.perception.entities",

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from embodied_r.cascade import normalise_options
 from embodied_r.cli.main import main
+from embodied_r.methods.embodied_r.cascade import normalise_options
 
 
 @pytest.fixture(scope="module")

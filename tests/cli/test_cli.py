@@ -21,6 +21,25 @@ def test_help_lists_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
         assert name in out
 
 
+def test_every_command_module_is_listed_and_complete() -> None:
+    # The command list is explicit (it fixes the order of --help); a module with a run() left out of it
+    # would be a command nobody can call.
+    import pkgutil
+
+    import embodied_r.cli as package
+    from embodied_r.cli.main import COMMANDS, _command_module
+
+    modules = {info.name.replace("_", "-") for info in pkgutil.iter_modules(package.__path__)
+               if not info.name.startswith("_") and info.name not in ("main", "common")}
+    assert set(COMMANDS) == modules
+    for name in COMMANDS:
+        module = _command_module(name)
+        assert module.HELP and module.DESCRIPTION, name
+        assert callable(module.add_arguments) and callable(module.run), name
+    subcommands = next(a for a in build_parser()._actions if a.dest == "command")
+    assert list(subcommands.choices) == list(COMMANDS)
+
+
 def test_no_command_prints_help_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "usage: embodied-r" in capsys.readouterr().out

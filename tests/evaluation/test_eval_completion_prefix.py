@@ -11,9 +11,9 @@ from embodied_r.cli.main import main
 from embodied_r.core.chat import render_chat
 from embodied_r.core.io import DataFileError, read_jsonl
 from embodied_r.core.records import PromptRow
-from embodied_r.evaluation.generation import generate_batch
 from embodied_r.evaluation.predict import evaluate_rows
 from embodied_r.evaluation.runner import run_eval
+from embodied_r.inference.generation import generate_batch
 
 PREFIX = "<think>"
 

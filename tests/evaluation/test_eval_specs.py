@@ -9,9 +9,9 @@ import pytest
 
 from embodied_r.core.io import DataFileError, read_jsonl
 from embodied_r.core.records import Perception, QARecord
-from embodied_r.evaluation import generation
 from embodied_r.evaluation.inputs import PerceptionSource
 from embodied_r.evaluation.runner import load_eval_rows, run_eval
+from embodied_r.inference import generation
 
 
 def _write_qa(tmp_path: Path, n: int = 4) -> Path:

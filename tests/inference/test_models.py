@@ -41,7 +41,7 @@ def test_default_model_converts_once_and_answers(isolated_cache: Path) -> None:
     folder = isolated_cache / "models" / "smollm2-135m-instruct"
     assert (folder / "config.json").is_file() and list(folder.glob("*.safetensors"))
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no temp folder left over
-    from embodied_r.evaluation.generation import generate_chats
+    from embodied_r.inference.generation import generate_chats
 
     answer = generate_chats(model, tokenizer, [[{"role": "user", "content": "What is the capital of France?"}]],
                             max_new_tokens=12)[0]

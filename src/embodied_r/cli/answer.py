@@ -7,17 +7,13 @@ from typing import Any
 
 from embodied_r.cli.perceive import add_backend_arguments
 
-ORDER = 70
+HELP = "answer a question about one video: key frames -> perception -> reasoner, with stage timings"
+DESCRIPTION = ("Answer one question about one egocentric video with the Embodied-R cascade. --vlm oracle works "
+               "on synthetic videos (from `embodied-r synth world`); --vlm openai/MODEL with --base-url works on "
+               "any video through an OpenAI-compatible VLM server (vLLM, SGLang, hosted).")
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "answer",
-        help="answer a question about one video: key frames -> perception -> reasoner, with stage timings",
-        description="Answer one question about one egocentric video with the Embodied-R cascade. "
-        "--vlm oracle works on synthetic videos (from `embodied-r synth world`); --vlm openai/MODEL with "
-        "--base-url works on any video through an OpenAI-compatible VLM server (vLLM, SGLang, hosted).",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("video", help="video file")
     parser.add_argument("--question", required=True, help="the question text")
     parser.add_argument("--options", nargs="+", default=None, metavar="OPTION",
@@ -37,7 +33,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     from embodied_r.cli.common import add_context_arguments
 
     add_context_arguments(parser)
-    return parser
 
 
 def _backend(args: argparse.Namespace, video_dir: Any) -> Any:
@@ -61,9 +56,9 @@ def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from embodied_r.cascade import answer_question
     from embodied_r.cli.common import CLIError, console, context_policy, print_table
     from embodied_r.inference.models import cache_dir
+    from embodied_r.methods.embodied_r.cascade import answer_question
 
     video = Path(args.video)
     if not video.is_file():

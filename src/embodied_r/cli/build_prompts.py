@@ -11,23 +11,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-ORDER = 35
+HELP = "build reasoner prompt rows (official Embodied-R format) from questions and perception"
+DESCRIPTION = ("Join questions with their perception records and write one prompt row per question (JSON Lines) "
+               "for `embodied-r train` and `embodied-r eval`.")
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "build-prompts",
-        help="build reasoner prompt rows (official Embodied-R format) from questions and perception",
-        description="Join questions with their perception records and write one prompt row per question "
-        "(JSON Lines) for `embodied-r train` and `embodied-r eval`.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--qa", required=True, help="questions (QARecord .jsonl)")
     parser.add_argument("--perception", required=True, help="Perception .jsonl from `embodied-r perceive`")
     parser.add_argument("--out", required=True, help="output prompt rows (.jsonl)")
     parser.add_argument("--prompt-version", default="official-v1", choices=["official", "official-v1", "structured-v1"],
                         help="reasoner prompt template (default: %(default)s, the official words with whitespace "
                              "normalised; official: the official bytes, including the source's question text)")
-    return parser
 
 
 def split_invalid_answers(rows: list[Any]) -> tuple[list[Any], list[str]]:

@@ -5,16 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-ORDER = 15
+HELP = "load benchmarks into questions, check them, and make the Embodied-R scene-level splits"
+DESCRIPTION = ("Benchmark questions as QARecords: `check` loads any data spec and reports what was kept and "
+               "skipped; `split` selects the eight Embodied-R tasks and writes seeded scene-level splits.")
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "data",
-        help="load benchmarks into questions, check them, and make the Embodied-R scene-level splits",
-        description="Benchmark questions as QARecords: `check` loads any data spec and reports what was "
-        "kept and skipped; `split` selects the eight Embodied-R tasks and writes seeded scene-level splits.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="data_action", metavar="ACTION", required=True)
 
     split = actions.add_parser("split", help="Embodied-R task selection + seeded scene-level split / k folds",
@@ -38,7 +34,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     check.add_argument("spec", help="loader spec, e.g. urbanvideo:PATH, vsibench:PATH, egoschema:DIR, mvbench:DIR")
     check.add_argument("--out", default=None, metavar="FILE", help="also write the questions as QARecord .jsonl")
     check.set_defaults(_data_run=run_check)
-    return parser
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,21 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-ORDER = 1
+HELP = ("run the whole pipeline on synthetic data: world -> key frames -> perception -> eval -> format warm-up + "
+        "GRPO -> eval -> report")
+DESCRIPTION = ("Generate a small synthetic egocentric dataset, extract key frames, describe them with the oracle "
+               "perception backend, evaluate the default reasoner, teach it the answer format in a few "
+               "supervised steps, train it with GRPO (format, accuracy and logical-consistency rewards in three "
+               "stages), evaluate again and write a report. Each stage's output is kept in --out and each "
+               "stage's command is printed so it can be rerun alone; rerunning the demo skips finished stages.")
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "demo",
-        help="run the whole pipeline on synthetic data: world -> key frames -> perception -> eval -> "
-        "format warm-up + GRPO -> eval -> report",
-        description="Generate a small synthetic egocentric dataset, extract key frames, describe them with the "
-        "oracle perception backend, evaluate the default reasoner, teach it the answer format in a few "
-        "supervised steps, train it with GRPO (format, accuracy and "
-        "logical-consistency rewards in three stages), evaluate again and write a report. Each stage's "
-        "output is kept in --out and each stage's command is printed so it can be rerun alone; rerunning "
-        "the demo skips finished stages.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="runs/demo", help="output folder (default: %(default)s)")
     parser.add_argument("--minutes", type=float, default=15.0,
                         help="time budget that sizes the data and training on a 2-core CPU (default: 15)")
@@ -27,7 +22,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                         help="reasoner to start from (default: %(default)s)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes for rendering/key frames")
     parser.add_argument("--force", action="store_true", help="rerun every stage even if it finished before")
-    return parser
 
 
 def run(args: argparse.Namespace) -> int:

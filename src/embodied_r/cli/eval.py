@@ -5,19 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-ORDER = 50
+HELP = "evaluate a reasoning model: batched greedy generation, per-task accuracy, resumable"
+DESCRIPTION = ("Evaluate a reasoning model on prompt rows (.jsonl from build-prompts), an official Embodied-R "
+               "processed JSON file, or a benchmark loader spec with its perception. Predictions are written as "
+               "they finish; rerunning the same command resumes. Writes metrics.json and report.html.")
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     from embodied_r.cli.common import add_generation_arguments
 
-    parser = subparsers.add_parser(
-        "eval",
-        help="evaluate a reasoning model: batched greedy generation, per-task accuracy, resumable",
-        description="Evaluate a reasoning model on prompt rows (.jsonl from build-prompts), an official "
-        "Embodied-R processed JSON file, or a benchmark loader spec with its perception. Predictions are "
-        "written as they finish; rerunning the same command resumes. Writes metrics.json and report.html.",
-    )
     parser.add_argument("--data", required=True, metavar="SPEC",
                         help="prompt-row .jsonl, official processed .json, or NAME:PATH with NAME one of urbanvideo, "
                         "vsibench, vsibench-merged, egoschema, mvbench (DIR#task1,task2), synthetic, qa")
@@ -80,7 +76,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                         "here still win); e.g. the paper recipe's 3,096-token budget and 6,144-token prompts")
     # Unset unless given, so that a recipe can supply them (fallbacks in RECIPE_SETTINGS).
     parser.set_defaults(max_new_tokens=None, context_rule=None, max_prompt_tokens=None, completion_prefix=None)
-    return parser
 
 
 # eval flag <- recipe key, and the value without either.

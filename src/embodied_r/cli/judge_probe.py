@@ -3,72 +3,40 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-ORDER = 45
+HELP = "probe a consistency judge: does it follow what a reasoning argues, or answer one letter?"
+DESCRIPTION = ("Build cases from the questions of prompt rows (a reasoning that reaches each option in turn by "
+               "its content; the same ending with the letter named; and ending with a contradicting letter), ask "
+               "the judge about each exactly as the consistency reward does, and write judge_probe.json. Exits 1 "
+               "when the judge fails (content agreement below --min-agreement, or one letter on more than "
+               "--max-letter-share of its answers).")
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "judge-probe",
-        help="probe a consistency judge: does it follow what a reasoning argues, or answer one letter?",
-        description="Build cases from the questions of prompt rows (a reasoning that reaches each option in turn "
-        "by its content; the same ending with the letter named; and ending with a contradicting letter), ask "
-        "the judge about each exactly as the consistency reward does, and write judge_probe.json. Exits 1 when "
-        "the judge fails (content agreement below --min-agreement, or one letter on more than "
-        "--max-letter-share of its answers).",
-    )
-    parser.add_argument(
-        "--judge",
-        required=True,
-        help="built-in model name, local folder or hub id, or an http(s):// OpenAI-compatible "
-        "endpoint (with --judge-model)",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--judge", required=True,
+                        help="built-in model name, local folder or hub id, or an http(s):// OpenAI-compatible "
+                        "endpoint (with --judge-model)")
     parser.add_argument("--judge-model", default=None, help="model name served at an endpoint --judge")
-    parser.add_argument(
-        "--data",
-        required=True,
-        metavar="SPEC",
-        help="prompt rows whose questions the cases are built from (.jsonl from build-prompts, an "
-        "official processed .json, or a loader spec as `eval --data` takes)",
-    )
-    parser.add_argument(
-        "--out",
-        default=None,
-        metavar="PATH",
-        help="where to write judge_probe.json (a folder or a .json path; default: print only)",
-    )
-    parser.add_argument(
-        "--cases",
-        type=int,
-        default=64,
-        help="content cases (as many named and conflict cases are added; default: %(default)s, at least 16)",
-    )
-    parser.add_argument(
-        "--sees-letters",
-        action="store_true",
-        help="let the judge read option letters in the reasoning (the official rule); default: "
-        "letters are masked, as the consistency reward does by default",
-    )
-    parser.add_argument(
-        "--scoring",
-        choices=("option-text", "letter"),
-        default=None,
-        help="how a local judge answers: option-text (each option's text scored after the reasoning, "
-        "calibrated by the same with an empty reasoning; default) or letter (the official next-token letter)",
-    )
-    parser.add_argument(
-        "--min-agreement", type=float, default=0.8, help="content agreement needed (default: 0.8)"
-    )
-    parser.add_argument(
-        "--max-letter-share",
-        type=float,
-        default=0.5,
-        help="largest share one letter may take of the answers (default: 0.5)",
-    )
+    parser.add_argument("--data", required=True, metavar="SPEC",
+                        help="prompt rows whose questions the cases are built from (.jsonl from build-prompts, an "
+                        "official processed .json, or a loader spec as `eval --data` takes)")
+    parser.add_argument("--out", default=None, metavar="PATH",
+                        help="where to write judge_probe.json (a folder or a .json path; default: print only)")
+    parser.add_argument("--cases", type=int, default=64,
+                        help="content cases (as many named and conflict cases are added; default: %(default)s, "
+                        "at least 16)")
+    parser.add_argument("--sees-letters", action="store_true",
+                        help="let the judge read option letters in the reasoning (the official rule); default: "
+                        "letters are masked, as the consistency reward does by default")
+    parser.add_argument("--scoring", choices=("option-text", "letter"), default=None,
+                        help="how a local judge answers: option-text (each option's text scored after the "
+                        "reasoning, calibrated by the same with an empty reasoning; default) or letter (the "
+                        "official next-token letter)")
+    parser.add_argument("--min-agreement", type=float, default=0.8, help="content agreement needed (default: 0.8)")
+    parser.add_argument("--max-letter-share", type=float, default=0.5,
+                        help="largest share one letter may take of the answers (default: 0.5)")
     parser.add_argument("--dtype", default="auto", help="auto | bfloat16 | float32 (default: auto)")
     parser.add_argument("--seed", type=int, default=0, help="which questions and phrasings (default: 0)")
-    return parser
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,17 +61,9 @@ def run(args: argparse.Namespace) -> int:
     except ProbeError as exc:
         raise CLIError(f"{args.data}: {exc}") from exc
     try:
-        judge = make_judge(
-            args.judge,
-            args.judge,
-            judge_model=args.judge_model,
-            dtype=args.dtype,
-            sees_letters=args.sees_letters,
-            scoring=args.scoring,
-        )
-        result = run_probe(
-            judge, cases, min_agreement=args.min_agreement, max_letter_share=args.max_letter_share
-        )
+        judge = make_judge(args.judge, args.judge, judge_model=args.judge_model, dtype=args.dtype,
+                           sees_letters=args.sees_letters, scoring=args.scoring)
+        result = run_probe(judge, cases, min_agreement=args.min_agreement, max_letter_share=args.max_letter_share)
     except (JudgeError, ValueError) as exc:  # ValueError: a scoring rule the judge cannot use
         raise CLIError(str(exc)) from exc
     rows_out = [

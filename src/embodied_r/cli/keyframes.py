@@ -5,18 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-ORDER = 20
+HELP = "select key frames of videos (Embodied-R ORB overlap rule, or uniform)"
+DESCRIPTION = ("Sample each video at --sample-fps and keep the frames whose overlap with the last key frame "
+               "drops below --threshold (ORB + RANSAC homography, as Embodied-R), clamped to [--min-frames, "
+               "--max-frames]. Writes DIR/<video stem>.keyframes.json; failures go to DIR/failures.jsonl; "
+               "rerunning skips videos already done.")
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "keyframes",
-        help="select key frames of videos (Embodied-R ORB overlap rule, or uniform)",
-        description="Sample each video at --sample-fps and keep the frames whose overlap with the last "
-        "key frame drops below --threshold (ORB + RANSAC homography, as Embodied-R), clamped to "
-        "[--min-frames, --max-frames]. Writes DIR/<video stem>.keyframes.json; failures go to "
-        "DIR/failures.jsonl; rerunning skips videos already done.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("videos", nargs="+", metavar="VIDEO", help="video files, or folders of videos")
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder")
     parser.add_argument("--strategy", choices=["orb", "uniform"], default="orb",
@@ -29,7 +25,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--save-images", action="store_true",
                         help="also write the key frames as JPEG into DIR/<stem>.keyframes/")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (1)")
-    return parser
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,28 +5,20 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import pkgutil
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
 from embodied_r import __version__
 
-_NOT_COMMANDS = {"main", "common"}
+# In the order ``embodied-r --help`` lists them: the demo, then the pipeline's stages as they run.
+COMMANDS = ("demo", "synth", "data", "keyframes", "perceive", "build-prompts", "train", "judge-probe", "eval",
+            "robot-bench", "report", "answer")
 
 
-def _command_modules() -> list[ModuleType]:
-    """Every ``embodied_r.cli.<name>`` module that defines ``register`` and ``run``, in ``ORDER``."""
-    import embodied_r.cli as package
-
-    modules = []
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.name in _NOT_COMMANDS or info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"embodied_r.cli.{info.name}")
-        if hasattr(module, "register") and hasattr(module, "run"):
-            modules.append(module)
-    return sorted(modules, key=lambda m: (getattr(m, "ORDER", 100), m.__name__))
+def _command_module(name: str) -> ModuleType:
+    """``embodied_r.cli.<name>``: its ``HELP``, ``DESCRIPTION``, ``add_arguments(parser)`` and ``run(args)``."""
+    return importlib.import_module(f"embodied_r.cli.{name.replace('-', '_')}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,8 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"embodied-r {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in _command_modules():
-        sub = module.register(subparsers)
+    for name in COMMANDS:
+        module = _command_module(name)
+        sub = subparsers.add_parser(name, help=module.HELP, description=module.DESCRIPTION)
+        module.add_arguments(sub)
         sub.set_defaults(_run=module.run)
     return parser
 

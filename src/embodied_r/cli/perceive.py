@@ -5,17 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-ORDER = 30
+HELP = "describe key frames as text with a VLM (openai-compatible server, local model) or the oracle"
+DESCRIPTION = ("For each question, send every key frame of its video to a VLM and write one Perception record "
+               "per question (JSON Lines). Answers are cached on disk per request, so rerunning the same command "
+               "after a crash or Ctrl-C resumes without repeating finished requests.")
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "perceive",
-        help="describe key frames as text with a VLM (openai-compatible server, local model) or the oracle",
-        description="For each question, send every key frame of its video to a VLM and write one Perception "
-        "record per question (JSON Lines). Answers are cached on disk per request, so rerunning the same "
-        "command after a crash or Ctrl-C resumes without repeating finished requests.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--qa", required=True, help="questions (QARecord .jsonl); videos are relative to it")
     parser.add_argument("--keyframes", required=True, metavar="DIR",
                         help="folder of <video stem>.keyframes.json from `embodied-r keyframes`")
@@ -30,7 +26,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--max-side", type=int, default=768,
                         help="downscale frames so the longer side is at most this (default: %(default)s)")
     add_backend_arguments(parser)
-    return parser
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser,

@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-ORDER = 60
+HELP = "HTML report + PNG plots from eval runs (before/after when two) and training runs (curves)"
+DESCRIPTION = ("Build an offline report from one or more folders: eval outputs (metrics.json, predictions.jsonl) "
+               "and training runs (metrics.jsonl or checkpoint-*/trainer_state.json).")
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "report",
-        help="HTML report + PNG plots from eval runs (before/after when two) and training runs (curves)",
-        description="Build an offline report from one or more folders: eval outputs (metrics.json, "
-        "predictions.jsonl) and training runs (metrics.jsonl or checkpoint-*/trainer_state.json).",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN", help="eval output folders and/or training run folders")
     parser.add_argument("--out", required=True, metavar="DIR", help="report folder (metrics.json, report.html, *.png)")
-    return parser
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,23 +5,19 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-ORDER = 55
+HELP = ("answer an open-ended Robot-R1 set (bench_test_in/out.jsonl from `synth robot`) and score it 0-3 with a "
+        "judge that passed a grading probe")
+DESCRIPTION = ("Answer the movement / spatial / planning / high-level-action questions of a bench file with a "
+               "text reasoner (scene written from simulator state), or with --input image a vision-language "
+               "model looking at the frame, and have a judge model score each answer 0-3 against the reference "
+               "built from the demonstration. Answers are appended to OUT/answers.jsonl (rerunning resumes); "
+               "scores go to OUT/bench_metrics.json.")
 JUDGE_MAX_NEW_TOKENS = 32  # "Score: N" on the first line is all that is read
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     from embodied_r.cli.common import add_generation_arguments
 
-    parser = subparsers.add_parser(
-        "robot-bench",
-        help="answer an open-ended Robot-R1 set (bench_test_in/out.jsonl from `synth robot`) and score it 0-3 with a "
-        "judge that passed a grading probe",
-        description="Answer the movement / spatial / planning / high-level-action questions of a bench file with "
-        "a text reasoner (scene written from simulator state), or with --input image a vision-language model "
-        "looking at the frame, and have a judge model score each answer 0-3 "
-        "against the reference built from the demonstration. Answers are appended to OUT/answers.jsonl "
-        "(rerunning resumes); scores go to OUT/bench_metrics.json.",
-    )
     parser.add_argument("--data", required=True, metavar="FILE",
                         help="bench_test_in.jsonl or bench_test_out.jsonl written by `embodied-r synth robot`")
     parser.add_argument("--model", default="smollm2-135m-instruct",
@@ -44,7 +40,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                         "any text model) or image (the front-camera frame, a vision-language --model, local or an "
                         "http(s):// endpoint) (default: %(default)s)")
     add_generation_arguments(parser, "only the first N questions")
-    return parser
 
 
 def _interval(ci: list[float] | None) -> str:
@@ -64,7 +59,7 @@ def make_judge(args: argparse.Namespace) -> Any:
 
         engine: Any = EndpointVLEngine(args.judge, served_model=args.judge_model, concurrency=8)
     else:
-        from embodied_r.evaluation.generation import TransformersEngine
+        from embodied_r.inference.generation import TransformersEngine
         from embodied_r.inference.models import load_reasoner
 
         engine = TransformersEngine(*load_reasoner(args.judge, dtype=args.dtype))
@@ -100,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             # The frames' paths in a bench file are relative to its folder.
             return make_vl_engine(args.model, engine="transformers", dtype=args.dtype,
                                   image_dir=Path(args.data).parent)
-        from embodied_r.evaluation.generation import make_engine
+        from embodied_r.inference.generation import make_engine
 
         return make_engine(args.model, engine="transformers", dtype=args.dtype)
 

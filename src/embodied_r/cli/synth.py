@@ -7,23 +7,17 @@ separate so the world and robot generators evolve independently); both import on
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from embodied_r.cli import _synth_robot, _synth_world
 
-ORDER = 10
+HELP = "generate synthetic data: rendered egocentric worlds, VSI-style questions, robot demonstrations"
+DESCRIPTION = "Generate synthetic datasets with exact ground truth, offline."
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "synth",
-        help="generate synthetic data: rendered egocentric worlds, VSI-style questions, robot demonstrations",
-        description="Generate synthetic datasets with exact ground truth, offline.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     kinds = parser.add_subparsers(dest="synth_kind", metavar="KIND", required=True)
     _synth_world.register(kinds)
     _synth_robot.register(kinds)
-    return parser
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,49 +3,26 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-ORDER = 40
+HELP = "train the reasoner with GRPO (format / accuracy / consistency rewards, staged weights)"
+DESCRIPTION = ("Train a small LM with GRPO (TRL) on prompt rows. Recipe keys are TRL GRPOConfig fields "
+               "(output_dir, max_steps, num_generations, learning_rate, ...) plus model, train_data, eval_data, "
+               "rewards, reward_schedule, reference_model, lora, eval_every_steps. See docs/training.md.")
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "train",
-        help="train the reasoner with GRPO (format / accuracy / consistency rewards, staged weights)",
-        description="Train a small LM with GRPO (TRL) on prompt rows. Recipe keys are TRL GRPOConfig fields "
-        "(output_dir, max_steps, num_generations, learning_rate, ...) plus model, train_data, eval_data, "
-        "rewards, reward_schedule, reference_model, lora, eval_every_steps. See docs/training.md.",
-    )
-    parser.add_argument(
-        "--recipe", required=True, help="YAML recipe, e.g. recipes/embodied_r/cpu_smollm2.yaml"
-    )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a recipe key (YAML value; dots for nested keys, e.g. lora.r=8); repeatable",
-    )
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue from the newest checkpoint-* in output_dir (same stage, optimizer, data order)",
-    )
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="a dress rehearsal: check every value, the batch geometry for --num-processes and TRL's "
-        "GRPOConfig, print the resolved recipe (YAML) and the global batch; loads no model or data",
-    )
-    parser.add_argument(
-        "--num-processes",
-        type=int,
-        default=None,
-        metavar="N",
-        help="with --check: the processes (GPUs) the run will have (default: the launcher's, else 1)",
-    )
-    return parser
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--recipe", required=True, help="YAML recipe, e.g. recipes/embodied_r/cpu_smollm2.yaml")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a recipe key (YAML value; dots for nested keys, e.g. lora.r=8); repeatable")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the newest checkpoint-* in output_dir (same stage, optimizer, data order)")
+    parser.add_argument("--check", action="store_true",
+                        help="a dress rehearsal: check every value, the batch geometry for --num-processes and "
+                        "TRL's GRPOConfig, print the resolved recipe (YAML) and the global batch; loads no model "
+                        "or data")
+    parser.add_argument("--num-processes", type=int, default=None, metavar="N",
+                        help="with --check: the processes (GPUs) the run will have (default: the launcher's, "
+                        "else 1)")
 
 
 def run(args: argparse.Namespace) -> int:

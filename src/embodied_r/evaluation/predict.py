@@ -15,8 +15,8 @@ from typing import Any
 
 from embodied_r.core.io import JsonlAppender
 from embodied_r.core.records import Prediction, PromptRow
-from embodied_r.evaluation.generation import TransformersEngine
 from embodied_r.inference.context_policy import ContextPolicy
+from embodied_r.inference.generation import TransformersEngine
 from embodied_r.methods import method_for_row
 
 logger = logging.getLogger(__name__)
@@ -91,11 +91,10 @@ def evaluate_with_engine(engine: Any, rows: Sequence[PromptRow], batch_size: int
     return [p for p in predictions if p is not None]
 
 
-def generate_resumable(engine_factory: Callable[[], Any], rows: Sequence[PromptRow], path: Path,
-                       batch_size: int, max_new_tokens: int,
-                       progress: Callable[[int, int], None] | None = None,
-                       completion_prefix: str = "", context: ContextPolicy | None = None,
-                       ) -> tuple[list[dict[str, Any]], int, int]:
+def generate_resumable(engine_factory: Callable[[], Any], rows: Sequence[PromptRow], path: Path, batch_size: int,
+                       max_new_tokens: int, progress: Callable[[int, int], None] | None = None,
+                       completion_prefix: str = "",
+                       context: ContextPolicy | None = None) -> tuple[list[dict[str, Any]], int, int]:
     """Predictions for ``rows`` in ``path`` (jsonl), generating only the ids not there yet.
 
     The engine is built only when something is left to generate. Returns (predictions for ``rows``, one

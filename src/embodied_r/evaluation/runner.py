@@ -115,7 +115,7 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
                     cache["engine"] = make_vl_engine(model_name, engine=engine, dtype=dtype,
                                                      image_dir=Path(parse_spec(str(data)).path).parent)
                 else:
-                    from embodied_r.evaluation.generation import make_engine
+                    from embodied_r.inference.generation import make_engine
 
                     cache["engine"] = make_engine(model_name, engine=engine, dtype=dtype)
                 write_stamp()  # only a model that loads claims the folder (a typo leaves it free)

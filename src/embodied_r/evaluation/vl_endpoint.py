@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r.core.chat import Messages
-from embodied_r.evaluation.generation import Engine, _require_unskipped
 from embodied_r.evaluation.image_prompts import image_parts, resolve_image
 from embodied_r.inference.context_policy import ContextError, ContextPolicy, FittedPrompt
+from embodied_r.inference.generation import Engine, _require_unskipped
 from embodied_r.inference.models import ModelLoadError
 from embodied_r.inference.openai_client import ChatBackend, OpenAIBackend, jpeg_data_url
 

@@ -2,7 +2,7 @@
 
 Image rows (Robot-R1's ``prompts_vl.jsonl``) hold ``{"type": "image", "image": PATH}`` parts in the
 user content, with PATH relative to the data file's folder (``image_dir`` here). The text engines of
-``evaluation.generation`` would render only the text, so these rows go through:
+``inference.generation`` would render only the text, so these rows go through:
 
 - :class:`VisionLanguageEngine`: ``AutoModelForImageTextToText`` with the model's processor
   (``reasoning.vl_processor``, so no torchvision is needed), greedy, left-padded batches bounded by the
@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r.core.chat import Messages, render_chat
-from embodied_r.evaluation.generation import Engine, _require_unskipped, batched_completions
 from embodied_r.evaluation.image_prompts import load_images, prompt_text
 from embodied_r.inference.context_policy import (
     ContextError,
@@ -32,6 +31,7 @@ from embodied_r.inference.context_policy import (
     frame_line_numbers,
     model_context_length,
 )
+from embodied_r.inference.generation import Engine, _require_unskipped, batched_completions
 from embodied_r.inference.models import ModelLoadError
 
 logger = logging.getLogger(__name__)

@@ -212,13 +212,8 @@ def build_probe_cases(
 # ---------------------------------------------------------------------------------------------------
 
 
-def run_probe(
-    judge: Judge,
-    cases: Sequence[ProbeCase],
-    min_agreement: float = DEFAULT_MIN_AGREEMENT,
-    max_letter_share: float = DEFAULT_MAX_LETTER_SHARE,
-    batch_size: int = 64,
-) -> ProbeResult:
+def run_probe(judge: Judge, cases: Sequence[ProbeCase], min_agreement: float = DEFAULT_MIN_AGREEMENT,
+              max_letter_share: float = DEFAULT_MAX_LETTER_SHARE, batch_size: int = 64) -> ProbeResult:
     """Ask ``judge`` about every case (in batches, as training does) and measure it."""
     answers: list[str | None] = []
     started = time.perf_counter()
@@ -308,18 +303,10 @@ def probe_fingerprint(judge: Judge, rows: Sequence[Any], **settings: Any) -> dic
     }
 
 
-def probe_record(
-    judge: Judge,
-    rows: Sequence[Any],
-    path: Path,
-    fingerprint: dict[str, Any],
-    n_cases: int = DEFAULT_CASES,
-    seed: int = 0,
-    conflict: bool = True,
-    min_agreement: float = DEFAULT_MIN_AGREEMENT,
-    max_letter_share: float = DEFAULT_MAX_LETTER_SHARE,
-    write: bool = True,
-) -> dict[str, Any]:
+def probe_record(judge: Judge, rows: Sequence[Any], path: Path, fingerprint: dict[str, Any],
+                 n_cases: int = DEFAULT_CASES, seed: int = 0, conflict: bool = True,
+                 min_agreement: float = DEFAULT_MIN_AGREEMENT, max_letter_share: float = DEFAULT_MAX_LETTER_SHARE,
+                 write: bool = True) -> dict[str, Any]:
     """The probe of ``judge`` on ``rows`` as a dict (``ProbeResult.to_dict`` plus ``fingerprint``), reused
     from ``path`` when an earlier probe there has the same ``fingerprint`` (a resumed run), else run and
     (with ``write``) saved there. Raises ``ProbeError`` when the rows cannot make a probe."""
@@ -335,15 +322,5 @@ def probe_record(
     return record
 
 
-__all__ = [
-    "KINDS",
-    "ProbeCase",
-    "ProbeError",
-    "ProbeResult",
-    "build_probe_cases",
-    "check",
-    "probe_fingerprint",
-    "probe_record",
-    "run_probe",
-    "weak_judge_message",
-]
+__all__ = ["KINDS", "ProbeCase", "ProbeError", "ProbeResult", "build_probe_cases", "check", "probe_fingerprint",
+           "probe_record", "run_probe", "weak_judge_message"]

@@ -149,17 +149,9 @@ class ReferenceJudge:
     ``max_batch_tokens`` padded tokens (and ``max_batch_size`` rows), longest first.
     """
 
-    def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        max_batch_size: int = 16,
-        max_prompt_tokens: int | None = None,
-        max_batch_tokens: int = 16384,
-        sees_letters: bool = False,
-        name: str = "reference",
-        scoring: str = DEFAULT_SCORING,
-    ) -> None:
+    def __init__(self, model: Any, tokenizer: Any, max_batch_size: int = 16, max_prompt_tokens: int | None = None,
+                 max_batch_tokens: int = 16384, sees_letters: bool = False, name: str = "reference",
+                 scoring: str = DEFAULT_SCORING) -> None:
         from embodied_r.inference.models import prepare_tokenizer
 
         if scoring not in SCORING_RULES:
@@ -493,17 +485,9 @@ class OpenAIJudge:
     over-long think is cut from the front to ``MAX_THINK_CHARS``.
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        api_key_env: str = "OPENAI_API_KEY",
-        timeout: float = 60.0,
-        max_concurrency: int = 32,
-        max_retries: int = 2,
-        constrain: bool = True,
-        sees_letters: bool = False,
-    ) -> None:
+    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", timeout: float = 60.0,
+                 max_concurrency: int = 32, max_retries: int = 2, constrain: bool = True,
+                 sees_letters: bool = False) -> None:
         if not base_url:  # found here, not as a client error in the middle of a training step
             raise ValueError("an endpoint judge needs a base URL: reference_model: {base_url: "
                              "http://localhost:8000/v1, model: NAME}")
@@ -643,16 +627,5 @@ def build_judge(
     )
 
 
-__all__ = [
-    "DEFAULT_SCORING",
-    "SCORING_RULES",
-    "Judge",
-    "JudgeError",
-    "JudgeReport",
-    "OpenAIJudge",
-    "ReferenceJudge",
-    "build_judge",
-    "judge_messages",
-    "question_for_judge",
-    "visible_thinks",
-]
+__all__ = ["DEFAULT_SCORING", "SCORING_RULES", "Judge", "JudgeError", "JudgeReport", "OpenAIJudge", "ReferenceJudge",
+           "build_judge", "judge_messages", "question_for_judge", "visible_thinks"]

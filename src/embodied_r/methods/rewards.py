@@ -47,16 +47,9 @@ def reward_spec(entry: Any) -> tuple[str, dict[str, Any]]:
     raise RewardSpecError(f"rewards: entry {entry!r} must be a name or {{name: {{options}}}}")
 
 
-def _consistency_factory(
-    judge: Any = None,
-    reference_model: Any = "policy",
-    policy_model: str | None = None,
-    dtype: str = "auto",
-    sees_letters: bool = False,
-    scoring: str | None = None,
-    attn_implementation: str | None = None,
-    **options: Any,
-) -> Any:
+def _consistency_factory(judge: Any = None, reference_model: Any = "policy", policy_model: str | None = None,
+                         dtype: str = "auto", sees_letters: bool = False, scoring: str | None = None,
+                         attn_implementation: str | None = None, **options: Any) -> Any:
     """Build the consistency reward; ``judge`` (any object with ``.judge(...)``) wins over a model spec."""
     from embodied_r.inference.judges import build_judge
     from embodied_r.methods.embodied_r.consistency import ConsistencyReward

@@ -124,15 +124,8 @@ def sample_rows(inputs: list[dict[str, Any]], completions: list[Any], limit: int
              "completion": completion_text(completions[i])} for i in range(min(limit, len(completions)))]
 
 
-def record_samples(
-    path: Path,
-    step: int,
-    samples: list[tuple[int, dict[str, Any]]],
-    rewards: Any,
-    names: list[str],
-    weights: list[float],
-    limit: int,
-) -> None:
+def record_samples(path: Path, step: int, samples: list[tuple[int, dict[str, Any]]], rewards: Any, names: list[str],
+                   weights: list[float], limit: int) -> None:
     """Write up to ``limit`` sample completions of a generation batch with their per-function rewards;
     ``samples`` pairs each row with its position in the (gathered) ``rewards``."""
     rows = []
@@ -174,16 +167,8 @@ class EvalCallback(TrainerCallback):
     """Scores held-out prompt rows with ``evaluation.predict.evaluate_rows`` (greedy) before training,
     every ``every_steps`` optimizer steps, and at the end; writes ``eval.jsonl`` and predictions."""
 
-    def __init__(
-        self,
-        rows: list[Any],
-        out_dir: str | Path,
-        every_steps: int = 0,
-        batch_size: int = 8,
-        max_new_tokens: int = 256,
-        completion_prefix: str = "",
-        context: Any = None,
-    ) -> None:
+    def __init__(self, rows: list[Any], out_dir: str | Path, every_steps: int = 0, batch_size: int = 8,
+                 max_new_tokens: int = 256, completion_prefix: str = "", context: Any = None) -> None:
         self.rows, self.out_dir = rows, Path(out_dir)
         self.context = context  # the recipe's context policy (None: the default one)
         self.every_steps, self.batch_size, self.max_new_tokens = every_steps, batch_size, max_new_tokens

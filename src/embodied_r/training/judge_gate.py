@@ -74,14 +74,8 @@ def consistency_in_use(rewards: list[Any], weights_by_stage: list[list[float]]) 
     return None
 
 
-def gate_judge(
-    reward: ConsistencyReward,
-    rows: list[Any],
-    output_dir: Path,
-    settings: dict[str, Any],
-    allow_weak: bool,
-    is_main: bool,
-) -> dict[str, Any]:
+def gate_judge(reward: ConsistencyReward, rows: list[Any], output_dir: Path, settings: dict[str, Any],
+               allow_weak: bool, is_main: bool) -> dict[str, Any]:
     """Probe ``reward.judge`` (or reuse an identical earlier probe); raise JudgeError if it fails and
     weak judges are not allowed. Returns what ``judge_probe.json`` holds."""
     judge = reward.judge

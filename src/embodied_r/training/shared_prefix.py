@@ -143,13 +143,8 @@ def _pack_group(
     return torch.cat(ids), torch.cat(positions), torch.cat(segments), torch.cat(labels)
 
 
-def pack_groups(
-    prompt_ids: torch.Tensor,
-    prompt_mask: torch.Tensor,
-    completion_ids: torch.Tensor,
-    completion_mask: torch.Tensor,
-    groups: list[list[int]],
-) -> PackedBatch:
+def pack_groups(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
+                completion_mask: torch.Tensor, groups: list[list[int]]) -> PackedBatch:
     """Pack ``groups`` (lists of row indices; all on CPU) into one right-padded batch of sequences.
 
     Completions with no unmasked token are left out: TRL's path returns zeros for them, and so does
@@ -231,17 +226,10 @@ def packed_length(group: list[int], prompt_lengths: list[int], lengths: list[int
     return prompt_lengths[group[0]] - 1 + sum(kept) + len(kept)
 
 
-def shared_prefix_logps(
-    model: Any,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    logits_to_keep: int,
-    groups: list[list[int]],
-    batch_size: int | None = None,
-    compute_entropy: bool = False,
-    autocast: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
-    head: CompactHead | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
+def shared_prefix_logps(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
+                        groups: list[list[int]], batch_size: int | None = None, compute_entropy: bool = False,
+                        autocast: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+                        head: CompactHead | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probabilities (and entropies) of each row's completion, shaped (B, logits_to_keep)
     and zero where the completion mask is 0, as TRL's ``_get_per_token_logps_and_entropies`` returns.
 
@@ -275,14 +263,9 @@ def shared_prefix_logps(
     return logps, scatter_rows(torch.cat(entropy_parts), target, rows, logits_to_keep)
 
 
-def _score(
-    model: Any,
-    packed: PackedBatch,
-    device: torch.device,
-    compute_entropy: bool,
-    autocast: Callable[[], contextlib.AbstractContextManager[Any]],
-    head: CompactHead | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _score(model: Any, packed: PackedBatch, device: torch.device, compute_entropy: bool,
+           autocast: Callable[[], contextlib.AbstractContextManager[Any]],
+           head: CompactHead | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One forward of ``packed``; the scored tokens' log-probabilities (and entropies), in pack order.
 
     With ``head``, only the columns from the first scored position on go through the LM head (the
@@ -350,14 +333,8 @@ def scatter_rows(
     return out.index_put(target, values)
 
 
-def stock_path_reason(
-    model: Any,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    logits_to_keep: int,
-    compute_aux_loss: bool,
-    extra_inputs: dict[str, Any],
-) -> tuple[str | None, list[list[int]]]:
+def stock_path_reason(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
+                      compute_aux_loss: bool, extra_inputs: dict[str, Any]) -> tuple[str | None, list[list[int]]]:
     """(why TRL's own method must compute this batch, or None; the prompt groups when packing applies)."""
     given = sorted(name for name, value in extra_inputs.items() if value is not None)
     if given:

@@ -25,13 +25,8 @@ def data_dir(source: str | None) -> Path | None:
     return Path(source).parent
 
 
-def processor_for_rows(
-    recipe: Recipe,
-    rows: list[PromptRow],
-    eval_rows: list[PromptRow],
-    model_path: str,
-    processing_class: Any = None,
-) -> Any:
+def processor_for_rows(recipe: Recipe, rows: list[PromptRow], eval_rows: list[PromptRow], model_path: str,
+                       processing_class: Any = None) -> Any:
     """The processing class to hand TRL: ``processing_class`` or, for image rows, the model's processor
     (None for text rows lets TRL load the tokenizer itself). Raises ``RecipeError`` for what the image
     path does not support."""

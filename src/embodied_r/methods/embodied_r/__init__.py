@@ -6,6 +6,7 @@ LM reasons over that text and is trained with GRPO.
 - ``prompts``: the reasoner's prompt templates (``official-v1``, ``structured-v1``);
 - ``rewards``: the format rewards; ``consistency``: the logical-consistency reward and its judge;
   ``schedule``: the three-stage reward weights;
+- ``cascade``: the deployed pipeline on one video (key frames -> perception -> reasoner), ``embodied-r answer``;
 - the task object (how rows are built, recognised, rewarded and scored) is ``embodied_r.methods.EMBODIED_R``.
 
 Nothing is imported here; import the submodule you need.

@@ -111,14 +111,8 @@ class ConsistencyReward:
     completion as its own group.
     """
 
-    def __init__(
-        self,
-        judge: Judge,
-        gate: bool = True,
-        skip_when_unweighted: bool = True,
-        max_consecutive_failures: int = 3,
-        num_generations: int = 1,
-    ) -> None:
+    def __init__(self, judge: Judge, gate: bool = True, skip_when_unweighted: bool = True,
+                 max_consecutive_failures: int = 3, num_generations: int = 1) -> None:
         self.__name__ = "consistency"  # TRL names reward columns and metrics after this
         self.judge = judge
         self.gate = gate

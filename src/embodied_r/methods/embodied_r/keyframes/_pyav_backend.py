@@ -126,14 +126,8 @@ def _demux_index(path: Path, report: DecodeReport) -> list[_Packet] | None:
     return packets
 
 
-def _frames_planned(
-    path: Path,
-    packets: list[_Packet],
-    targets: Iterable[float],
-    include_last: bool,
-    color: Color,
-    report: DecodeReport,
-) -> Iterator[tuple[float, np.ndarray]]:
+def _frames_planned(path: Path, packets: list[_Packet], targets: Iterable[float], include_last: bool, color: Color,
+                    report: DecodeReport) -> Iterator[tuple[float, np.ndarray]]:
     """Pass 2: choose frames from the packet timestamps, then decode only what they depend on."""
     container, stream = _open(path)
     try:

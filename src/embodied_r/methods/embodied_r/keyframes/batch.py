@@ -153,15 +153,9 @@ def worker_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def run_batch(
-    videos: Sequence[Path],
-    out_dir: Path,
-    job: KeyframeJob,
-    workers: int = 1,
-    on_result: Callable[[dict[str, Any]], None] | None = None,
-    on_tick: Callable[[], None] | None = None,
-    tick_seconds: float = 0.5,
-) -> list[dict[str, Any]]:
+def run_batch(videos: Sequence[Path], out_dir: Path, job: KeyframeJob, workers: int = 1,
+              on_result: Callable[[dict[str, Any]], None] | None = None, on_tick: Callable[[], None] | None = None,
+              tick_seconds: float = 0.5) -> list[dict[str, Any]]:
     """Process ``videos`` (already filtered to those not done); failures go to ``failures.jsonl``
     as they happen and the file is rewritten at the end to list only this run's failures.
 

@@ -51,15 +51,9 @@ def probe(path: str | Path, backend: Backend = "auto") -> VideoInfo:
     return _pyav_backend.probe(path)
 
 
-def sample_frames(
-    path: str | Path,
-    sample_fps: float = 1.0,
-    *,
-    include_last: bool = True,
-    color: Color = "bgr",
-    backend: Backend = "auto",
-    report: DecodeReport | None = None,
-) -> Iterator[tuple[float, np.ndarray]]:
+def sample_frames(path: str | Path, sample_fps: float = 1.0, *, include_last: bool = True, color: Color = "bgr",
+                  backend: Backend = "auto",
+                  report: DecodeReport | None = None) -> Iterator[tuple[float, np.ndarray]]:
     """Yield ``(timestamp, frame)`` at ``sample_fps``: for each target time ``k / sample_fps`` the
     nearest frame, plus the last frame when ``include_last`` (as Embodied-R's sampler does).
 
@@ -71,14 +65,8 @@ def sample_frames(
     return _frames(path, uniform_targets(sample_fps), include_last, color, backend, report)
 
 
-def read_frames_at(
-    path: str | Path,
-    timestamps: Sequence[float],
-    *,
-    color: Color = "bgr",
-    tolerance: float | None = None,
-    backend: Backend = "auto",
-) -> list[np.ndarray]:
+def read_frames_at(path: str | Path, timestamps: Sequence[float], *, color: Color = "bgr",
+                   tolerance: float | None = None, backend: Backend = "auto") -> list[np.ndarray]:
     """The frames nearest to ``timestamps`` (seconds from the first frame, as ``sample_frames``
     reports them), in the order asked. Raises :class:`VideoError` when no frame lies within
     ``tolerance`` seconds of a requested time (default: two frame intervals)."""
@@ -142,14 +130,8 @@ def _use_opencv(backend: Backend) -> bool:
 # ---------------------------------------------------------------------------------------------------
 
 
-def _frames(
-    path: str | Path,
-    targets: Iterable[float],
-    include_last: bool,
-    color: Color,
-    backend: Backend,
-    report: DecodeReport | None,
-) -> Iterator[tuple[float, np.ndarray]]:
+def _frames(path: str | Path, targets: Iterable[float], include_last: bool, color: Color, backend: Backend,
+            report: DecodeReport | None) -> Iterator[tuple[float, np.ndarray]]:
     path = _check_file(path)
     report = report if report is not None else DecodeReport()
     if _use_opencv(backend):

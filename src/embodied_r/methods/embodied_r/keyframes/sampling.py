@@ -28,12 +28,8 @@ def uniform_targets(sample_fps: float, start: float = 0.0) -> Iterator[float]:
         k += 1
 
 
-def pick_nearest(
-    items: Iterable[tuple[float, T]],
-    targets: Iterable[float],
-    *,
-    tail_tolerance: float = float("inf"),
-) -> Iterator[tuple[float, T]]:
+def pick_nearest(items: Iterable[tuple[float, T]], targets: Iterable[float], *,
+                 tail_tolerance: float = float("inf")) -> Iterator[tuple[float, T]]:
     """Stream ``(time, item)`` pairs (ascending time) and yield, for each ascending target time, the
     item nearest to it; ties go to the earlier item and an item is yielded at most once.
 

@@ -154,12 +154,9 @@ class OverlapTracker:
 # ---------------------------------------------------------------------------------------------------
 
 
-def select_keyframes(
-    frames: Iterable[tuple[float, np.ndarray]],
-    threshold: float = 0.5,
-    settings: OrbSettings = OrbSettings(),
-    feature_threads: int = 0,
-) -> tuple[list[float], list[tuple[int, float | None]]]:
+def select_keyframes(frames: Iterable[tuple[float, np.ndarray]], threshold: float = 0.5,
+                     settings: OrbSettings = OrbSettings(),
+                     feature_threads: int = 0) -> tuple[list[float], list[tuple[int, float | None]]]:
     """Greedy overlap selection over gray frames. Returns all sampled timestamps and the key frames
     as ``(sample index, overlap with the previous key frame)``; the first and last are always kept.
 
@@ -203,19 +200,10 @@ def clamp_count(
     return keys, None
 
 
-def extract_keyframes(
-    path: str | Path,
-    strategy: Strategy = "orb",
-    sample_fps: float = 1.0,
-    threshold: float = 0.5,
-    min_frames: int = 4,
-    max_frames: int = 32,
-    *,
-    settings: OrbSettings = OrbSettings(),
-    backend: Backend = "auto",
-    prefetch: int = 4,
-    feature_threads: int | None = None,
-) -> KeyframeSet:
+def extract_keyframes(path: str | Path, strategy: Strategy = "orb", sample_fps: float = 1.0, threshold: float = 0.5,
+                      min_frames: int = 4, max_frames: int = 32, *, settings: OrbSettings = OrbSettings(),
+                      backend: Backend = "auto", prefetch: int = 4,
+                      feature_threads: int | None = None) -> KeyframeSet:
     """Key frames of one video as a :class:`KeyframeSet` (timestamps in seconds from the first frame).
 
     Raises :class:`~embodied_r.methods.embodied_r.keyframes.decode.VideoError` for a missing/unreadable

@@ -3,8 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from embodied_r.core.chat import render_chat
-from embodied_r.evaluation import generation
-from embodied_r.evaluation.generation import generate_batch
+from embodied_r.inference import generation
+from embodied_r.inference.generation import generate_batch
 from embodied_r.methods.embodied_r.prompts import build_reasoner_messages
 
 

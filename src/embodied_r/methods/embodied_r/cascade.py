@@ -67,7 +67,7 @@ def answer_question(video: str | Path, question: str, options: list[str] | None,
     """Answer ``question`` about ``video`` with the perception ``backend`` and the ``reasoner`` model;
     ``context`` (a ContextPolicy) fits a prompt longer than the reasoner's context, or stops with why."""
     from embodied_r.core.parsing import extract_think, parse_answer
-    from embodied_r.evaluation.generation import TransformersEngine
+    from embodied_r.inference.generation import TransformersEngine
     from embodied_r.inference.models import load_reasoner
     from embodied_r.methods.embodied_r.keyframes.selection import extract_keyframes
     from embodied_r.methods.embodied_r.perception.cache import PerceptionCache
