@@ -111,3 +111,24 @@ def build_tiny_qwen25_vl(tokenizer, seed: int = 0):
     )
     torch.manual_seed(seed)
     return Qwen2_5_VLForConditionalGeneration(config)
+
+
+def build_tiny_lora_checkpoint(base: Path, folder: Path, tokenizer: bool = True) -> Path:
+    """A LoRA adapter of ``base`` saved as training with ``lora:`` saves it, with non-zero B matrices (a
+    fresh adapter is the identity, which would not show whether it was applied)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32),
+                           LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"))
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.copy_(0.5 * torch.randn(parameter.shape, generator=generator))
+    model.save_pretrained(folder)
+    if tokenizer:
+        AutoTokenizer.from_pretrained(base).save_pretrained(folder)
+    return folder
+

@@ -78,6 +78,20 @@ def test_eval_end_to_end(tmp_path: Path, tiny_lm_dir: Path, capsys: pytest.Captu
     assert len((tmp_path / "out" / "predictions.jsonl").read_text().splitlines()) == 3
 
 
+def test_eval_of_a_lora_checkpoint(tmp_path: Path, tiny_lm_dir: Path) -> None:
+    # What training with `lora:` saves (checkpoint-N/, final/) is an adapter folder, evaluated as is.
+    from tests.tiny_models import build_tiny_lora_checkpoint
+
+    rows = [PromptRow(id=f"q{i}", task="t", prompt=[{"role": "user", "content": "where?"}], answer="B",
+                      options=["A. left", "B. right"]) for i in range(2)]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
+    adapter = build_tiny_lora_checkpoint(tiny_lm_dir, tmp_path / "final")
+    assert main(["eval", "--data", str(data), "--model", str(adapter), "--out", str(tmp_path / "out"),
+                 "--max-new-tokens", "4", "--dtype", "float32", "--no-report"]) == 0
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["overall"]["n"] == 2
+
+
 def test_eval_bad_input_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", "--data", str(tmp_path / "missing.json"), "--out", str(tmp_path / "o")]) == 2
     assert "missing.json: file not found" in capsys.readouterr().err

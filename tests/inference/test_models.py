@@ -7,6 +7,7 @@ import pytest
 
 from embodied_r.inference import models
 from embodied_r.inference.models import ModelLoadError, load_reasoner, resolve_model_path
+from tests.tiny_models import build_tiny_lora_checkpoint
 
 
 def test_missing_model_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch, isolated_cache: Path) -> None:
@@ -50,3 +51,40 @@ def test_default_model_converts_once_and_answers(isolated_cache: Path) -> None:
     stamp = (folder / "config.json").stat().st_mtime
     resolve_model_path("smollm2-135m-instruct")
     assert (folder / "config.json").stat().st_mtime == stamp
+
+
+def test_lora_checkpoint_loads_merged_into_its_base(tiny_lm_dir: Path, tmp_path: Path) -> None:
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    folder = build_tiny_lora_checkpoint(tiny_lm_dir, tmp_path / "checkpoint-24")
+    assert models.adapter_base(folder) == str(tiny_lm_dir)
+    model, tokenizer = load_reasoner(str(folder), dtype="float32")
+    assert tokenizer.padding_side == "left"
+    assert not hasattr(model, "peft_config") or not model.peft_config  # merged: a plain model
+    ids = torch.tensor([[1, 5, 9, 13, 17]])
+    expected = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_lm_dir, dtype=torch.float32),
+                                         str(folder)).eval()
+    base = AutoModelForCausalLM.from_pretrained(tiny_lm_dir, dtype=torch.float32).eval()
+    with torch.no_grad():
+        got, want, plain = model(ids).logits, expected(ids).logits, base(ids).logits
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert (got - plain).abs().max() > 1e-2  # the adapter was applied, not only the base loaded
+
+
+def test_lora_checkpoint_without_tokenizer_uses_its_base(tiny_lm_dir: Path, tmp_path: Path) -> None:
+    folder = build_tiny_lora_checkpoint(tiny_lm_dir, tmp_path / "adapter", tokenizer=False)
+    _, tokenizer = load_reasoner(str(folder), dtype="float32")
+    assert tokenizer.pad_token is not None
+
+
+def test_adapter_folders_give_clear_errors(tiny_lm_dir: Path, tmp_path: Path) -> None:
+    folder = build_tiny_lora_checkpoint(tiny_lm_dir, tmp_path / "adapter")
+    with pytest.raises(ModelLoadError, match="LoRA adapter of .* not a whole model"):
+        resolve_model_path(str(folder))  # e.g. as a training start point: not silently the base alone
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "adapter_config.json").write_text('{"r": 4}')
+    with pytest.raises(ModelLoadError, match="names no base_model_name_or_path"):
+        load_reasoner(str(broken))

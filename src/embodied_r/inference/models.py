@@ -9,6 +9,7 @@ loaded afterwards (~1 s). The conversion must dequantize (see ``ensure_converted
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import os
 import shutil
@@ -101,9 +102,28 @@ def resolve_model_path(name_or_path: str) -> str:
     path = Path(name_or_path).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():
+            base = adapter_base(path)
+            if base:
+                raise ModelLoadError(f"{path} is a LoRA adapter of {base}, not a whole model: `embodied-r eval` and "
+                                     "`answer` load it with its base (transformers engine); elsewhere merge it first")
             raise ModelLoadError(f"{path} exists but has no config.json: not a transformers model folder")
         return str(path)
     return name_or_path  # a Hugging Face hub id; transformers reports if it cannot be fetched
+
+
+def adapter_base(folder: str | Path) -> str | None:
+    """The model a PEFT adapter folder (``adapter_config.json``: what training with ``lora:`` saves in its
+    checkpoints and ``final/``) adapts, or None for anything else."""
+    config = Path(folder).expanduser() / "adapter_config.json"
+    if not config.is_file():
+        return None
+    try:
+        base = json.loads(config.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"{config}: not a readable adapter config ({exc})") from exc
+    if not base:
+        raise ModelLoadError(f"{config} names no base_model_name_or_path: which model it adapts is unknown")
+    return str(base)
 
 
 def torch_dtype(dtype: str | Any) -> Any:
@@ -141,7 +161,8 @@ def load_reasoner(name_or_path: str = DEFAULT_REASONER, dtype: str | Any = "auto
                   device: str | None = None, attn_implementation: str | None = None) -> tuple[Any, Any]:
     """Load a causal LM and its tokenizer for generation (left padding, pad token set).
 
-    ``name_or_path`` is ``smollm2-135m-instruct`` (packaged), a local folder, or a hub id;
+    ``name_or_path`` is ``smollm2-135m-instruct`` (packaged), a local folder (a whole model, or a LoRA
+    adapter folder, merged into the base model its ``adapter_config.json`` names), or a hub id;
     ``attn_implementation`` (``sdpa``, ``eager``, ``flash_attention_2``...) None = transformers' choice.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -149,11 +170,18 @@ def load_reasoner(name_or_path: str = DEFAULT_REASONER, dtype: str | Any = "auto
 
     # transformers' per-load progress bars flood the CLI's own progress display.
     hf_logging.disable_progress_bar()
-    path = resolve_model_path(name_or_path)
+    # A LoRA checkpoint is its base model plus the adapter, merged: generation then costs what the base's does.
+    base = None if name_or_path in BUILTIN_MODELS else adapter_base(name_or_path)
+    path = resolve_model_path(base or name_or_path)
+    own_tokenizer = base is not None and (Path(name_or_path).expanduser() / "tokenizer_config.json").is_file()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path if own_tokenizer else path)
         extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype), **extra)
+        if base is not None:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, str(Path(name_or_path).expanduser())).merge_and_unload()
     except OSError as exc:
         raise ModelLoadError(
             f"could not load model {name_or_path!r}: {exc}. Give a local folder, a reachable hub id, "
