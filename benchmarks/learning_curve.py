@@ -302,8 +302,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
         if not points:
             return
         steps, values, intervals = zip(*points)
-        low = [v - (ci[0] if ci else v) for v, ci in zip(values, intervals)]
-        high = [(ci[1] if ci else v) - v for v, ci in zip(values, intervals)]
+        # A bootstrap interval of a mean with few distinct values can sit a rounding step off its point.
+        low = [max(0.0, v - (ci[0] if ci else v)) for v, ci in zip(values, intervals)]
+        high = [max(0.0, (ci[1] if ci else v) - v) for v, ci in zip(values, intervals)]
         axis.errorbar(steps, [100 * v for v in values], yerr=[[100 * x for x in low], [100 * x for x in high]],
                       capsize=3, **style)
 
