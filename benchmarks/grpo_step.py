@@ -107,6 +107,12 @@ def ours(model_path: str, args: argparse.Namespace, out: Path) -> tuple[list[dic
     return context["timer"].steps, judge
 
 
+def parse_shape(shape: str) -> tuple[int, int]:
+    """``"2x4"`` -> (prompts, completions per prompt)."""
+    prompts, generations = (int(x) for x in shape.lower().split("x"))
+    return prompts, generations
+
+
 def whole_steps(model_path: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     """Whole GRPO steps of the demo's recipe (generation, rewards, update, optimizer) with TRL's per-row
     update and with the shared-prefix update, one trainer after the other on the same rows and seed."""
@@ -114,7 +120,7 @@ def whole_steps(model_path: str, args: argparse.Namespace, out: Path) -> dict[st
     from embodied_r.training.grpo import build_trainer
     from embodied_r.training.recipe import recipe_from_dict
 
-    prompts, generations = (int(x) for x in args.shapes.split(",")[0].lower().split("x"))
+    prompts, generations = parse_shape(args.shapes.split(",")[0])
     results: dict[str, Any] = {}
     for label, shared in (("stock", False), ("shared", True)):
         recipe = training_recipe(out, DemoSize(0, 0, 0, args.steps, 0, args.completion_tokens), model_path)
@@ -129,8 +135,7 @@ def whole_steps(model_path: str, args: argparse.Namespace, out: Path) -> dict[st
         trainer.train()
         # Why a batch took TRL's path, if any did (logged once per reason): the shared run should have none.
         results[label] = {**summarise(context["timer"].steps), "steps": context["timer"].steps,
-                          "stock_path_reasons": sorted(k for k in trainer.__dict__.get("_noted", ())
-                                                       if k.startswith("prefix:"))}
+                          "stock_path_reasons": trainer.stock_path_reasons}
         del trainer, context
         gc.collect()
     return results
@@ -278,7 +283,7 @@ def shared_prefix_comparison(model_path: str, args: argparse.Namespace, out: Pat
     shared_sizes = [int(x) for x in str(args.shared_micro_batch or args.micro_batch).split(",")]
     results = []
     for shape in args.shapes.split(","):
-        prompts, generations = (int(x) for x in shape.lower().split("x"))
+        prompts, generations = parse_shape(shape)
         members, columns = update_members(tok, prompts, generations, args)
         runs = [(False, args.micro_batch)] + [(True, size) for size in shared_sizes]
         times: dict[tuple[bool, int], list[float]] = {run: [] for run in runs}

@@ -270,7 +270,7 @@ def print_summary(result: dict[str, Any]) -> None:
                 f"   vs warm-up {100 * diff['difference']:+.1f} [{100 * diff['ci95'][0]:+.1f}, "
                 f"{100 * diff['ci95'][1]:+.1f}] -> {diff['verdict']}")
             letters = part_.get("choice_letters") or {}
-            top = max(letters, key=letters.get) if letters else None
+            top = next(iter(letters), None)  # stored most frequent first
             shape = f", unparsed {part_['unparsed']}" + (
                 f", {top} on {letters[top]} of {sum(letters.values())} parsed choices" if top else "")
             print(f"  {row['name']:>22s} step {row['step']:3d}: {format_interval(part_['score'], part_['ci95'])} "

@@ -75,8 +75,11 @@ def test_lora_checkpoint_loads_merged_into_its_base(tiny_lm_dir: Path, tmp_path:
 
 def test_lora_checkpoint_without_tokenizer_uses_its_base(tiny_lm_dir: Path, tmp_path: Path) -> None:
     folder = build_tiny_lora_checkpoint(tiny_lm_dir, tmp_path / "adapter", tokenizer=False)
+    from transformers import AutoTokenizer
+
+    assert not (folder / "tokenizer_config.json").exists()
     _, tokenizer = load_reasoner(str(folder), dtype="float32")
-    assert tokenizer.pad_token is not None
+    assert tokenizer.get_vocab() == AutoTokenizer.from_pretrained(tiny_lm_dir).get_vocab()
 
 
 def test_adapter_folders_give_clear_errors(tiny_lm_dir: Path, tmp_path: Path) -> None:

@@ -266,6 +266,7 @@ def test_unsupported_input_falls_back_with_the_reason_logged_once(tiny_lm_dir, t
     records = [r for r in caplog.records if "shared-prefix update not used" in r.getMessage()]
     assert len(records) == 1 and "token_type_ids" in records[0].getMessage()
     assert records[0].levelno == logging.WARNING
+    assert len(trainer.stock_path_reasons) == 1 and "token_type_ids" in trainer.stock_path_reasons[0]
 
 
 def test_unsupported_attention_and_layouts_take_the_stock_path(tiny_lm_dir, tmp_path, monkeypatch,
@@ -288,6 +289,9 @@ def test_unsupported_attention_and_layouts_take_the_stock_path(tiny_lm_dir, tmp_
     assert len(spy.calls) == 5
     text = " | ".join(stock_messages(caplog))
     assert "hole" in text and shared_prefix.NO_SHARED_PROMPT in text and "flash_attention_2" in text
+    # The stock runs above note the switch itself (OFF) as a reason too.
+    assert set(trainer.stock_path_reasons) >= {shared_prefix.NO_SHARED_PROMPT, shared_prefix.OFF}
+    assert len(trainer.stock_path_reasons) == 4
 
 
 def test_recipe_switch_selects_the_path(tiny_recipe, monkeypatch) -> None:

@@ -171,17 +171,18 @@ def load_reasoner(name_or_path: str = DEFAULT_REASONER, dtype: str | Any = "auto
     # transformers' per-load progress bars flood the CLI's own progress display.
     hf_logging.disable_progress_bar()
     # A LoRA checkpoint is its base model plus the adapter, merged: generation then costs what the base's does.
-    base = None if name_or_path in BUILTIN_MODELS else adapter_base(name_or_path)
+    folder = Path(name_or_path).expanduser()
+    base = None if name_or_path in BUILTIN_MODELS else adapter_base(folder)
     path = resolve_model_path(base or name_or_path)
-    own_tokenizer = base is not None and (Path(name_or_path).expanduser() / "tokenizer_config.json").is_file()
+    own_tokenizer = base is not None and (folder / "tokenizer_config.json").is_file()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path if own_tokenizer else path)
+        tokenizer = AutoTokenizer.from_pretrained(str(folder) if own_tokenizer else path)
         extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype), **extra)
         if base is not None:
             from peft import PeftModel
 
-            model = PeftModel.from_pretrained(model, str(Path(name_or_path).expanduser())).merge_and_unload()
+            model = PeftModel.from_pretrained(model, str(folder)).merge_and_unload()
     except OSError as exc:
         raise ModelLoadError(
             f"could not load model {name_or_path!r}: {exc}. Give a local folder, a reachable hub id, "

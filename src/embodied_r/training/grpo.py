@@ -195,6 +195,12 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
         self._note_once(f"prefix:{reason}", level, "shared-prefix update not used (%s): TRL encodes the prompt "
                         "once per completion for such batches; the loss is the same", reason)
 
+    @property
+    def stock_path_reasons(self) -> list[str]:
+        """Why batches of this run took TRL's per-row path instead of the shared-prefix one (each reason once)."""
+        noted = self.__dict__.get("_noted", ())
+        return sorted(key.removeprefix("prefix:") for key in noted if key.startswith("prefix:"))
+
     def _note_once(self, key: str, level: int, message: str, *args: Any) -> None:
         noted = self.__dict__.setdefault("_noted", set())
         if key not in noted:
