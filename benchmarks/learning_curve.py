@@ -84,7 +84,13 @@ def build_data(args: argparse.Namespace, progress: Progress) -> tuple[Path, Path
             argv[argv.index("--ratios") + 1] = f"{1 - args.test_share:.2f},0.0,{args.test_share:.2f}"
         if stage.name == "keyframes":
             argv[argv.index("--max-frames") + 1] = str(args.max_frames)
+        if stage.name.startswith("prompts-"):
+            argv += ["--prompt-version", args.prompt_version]
         progress.run(f"data:{stage.name}", expand_globs(argv))  # the videos exist once "world" has run
+    built = {r["meta"].get("prompt_version") for r in read_jsonl(data / "prompts" / "test.jsonl")}
+    if built != {args.prompt_version}:
+        raise SystemExit(f"{data} holds prompts built with {sorted(map(str, built))}, not --prompt-version "
+                         f"{args.prompt_version}: choose another --out")
     train_rows = [r for r in read_jsonl(data / "prompts" / "train.jsonl") if r["task"] != args.holdout_task]
     if args.tasks:
         train_rows = [r for r in train_rows if r["task"] in set(args.tasks.split(","))]
@@ -344,6 +350,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=12)
     parser.add_argument("--per-task", type=int, default=1)
     parser.add_argument("--max-frames", type=int, default=6, help="key frames per video")
+    parser.add_argument("--prompt-version", default="official-v1",
+                        help="reasoner prompt template of every row (compact-v1: a short instruction, no preamble)")
     parser.add_argument("--holdout-task", default="route_planning", help="task type never trained on")
     parser.add_argument("--tasks", default="", help="train only on these task types (comma-separated)")
     parser.add_argument("--eval-tasks", default="", help="evaluate only these task types of the held-out scenes")

@@ -5,8 +5,9 @@ import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 
-from embodied_r.demo import DemoSize, plan, run_demo, training_recipe
+from embodied_r.demo import MIN_TRAIN_MINUTES, DemoSize, plan, run_demo, train_minutes, training_recipe
 
 
 def test_sizes_follow_the_time_budget() -> None:
@@ -14,6 +15,13 @@ def test_sizes_follow_the_time_budget() -> None:
     assert short.scenes < full.scenes and short.train_steps < full.train_steps
     with pytest.raises(ValueError, match="at least 3 minutes"):
         DemoSize.for_minutes(1)
+
+
+def test_the_train_stage_gets_the_time_the_other_stages_leave() -> None:
+    # Slower evaluations (a slower CPU) or more time spent already leave training less; never nothing.
+    assert train_minutes(15, 60, 30, 38) > train_minutes(15, 60, 60, 38) > train_minutes(15, 300, 60, 38)
+    assert train_minutes(15, 60, 60, 38) > train_minutes(15, 60, 60, 80)
+    assert train_minutes(15, 900, 60, 38) == MIN_TRAIN_MINUTES
 
 
 def test_plan_chains_each_stage_into_the_next(tmp_path: Path) -> None:
@@ -44,6 +52,10 @@ def test_demo_end_to_end_with_a_tiny_model(tmp_path: Path, tiny_lm_dir: Path) ->
         assert metrics["overall"]["n"] == 4
     state = json.loads((demo / "demo_state.json").read_text())
     assert set(state) == {name for name, _ in seen}
+    # The train stage ran with the time the demo had left, and says whether that ended it.
+    budget = yaml.safe_load((demo / "train_recipe.yaml").read_text())["max_train_minutes"]
+    assert MIN_TRAIN_MINUTES <= budget < 15
+    assert summary["train"]["time_budget"] == {"minutes": budget, "stopped_at_step": None, "max_steps": 2}
     # Each stage ran in its own process, whose peak memory is recorded (the demo's 8 GB goal).
     assert all(0 < info["peak_rss_gib"] < 8 for info in state.values())
     assert summary["peak_rss_gib"] == max(info["peak_rss_gib"] for info in state.values())

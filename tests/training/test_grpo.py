@@ -239,3 +239,18 @@ def test_samples_come_from_every_process(tmp_path, monkeypatch) -> None:
     rows = read_jsonl(tmp_path / "samples.jsonl")
     assert [(r["id"], r["rewards"]["accuracy"]) for r in rows] == [("r0-a", 0.0), ("r1-a", 0.25), ("r0-b", 1.0)]
     assert all(r["step"] == 5 for r in rows)
+
+
+def test_max_train_minutes_stops_after_the_step_that_crosses_it(tiny_recipe, varying_reward) -> None:
+    # A budget already spent when training starts: one step runs, the final model is saved, and the
+    # summary says where the run stopped; a budget that is not reached leaves max_steps in charge.
+    spent = load_recipe(tiny_recipe(max_steps=4, rewards=[varying_reward], save_steps=100,
+                                    max_train_minutes=1e-6))
+    summary = train(spent)
+    assert summary["global_step"] == 1
+    assert summary["time_budget"] == {"minutes": 1e-6, "stopped_at_step": 1, "max_steps": 4}
+    assert (spent.output_dir / "final" / "model.safetensors").is_file()
+    roomy = load_recipe(tiny_recipe(max_steps=2, rewards=[varying_reward], save_steps=100, max_train_minutes=60,
+                                    output_dir=str(spent.output_dir.parent / "roomy")))
+    summary = train(roomy)
+    assert summary["global_step"] == 2 and summary["time_budget"]["stopped_at_step"] is None

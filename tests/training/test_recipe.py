@@ -57,6 +57,8 @@ def test_unknown_key_lists_the_valid_ones() -> None:
         ({"train_data": "x", "format_warmup": {"step": 4}}, r"format_warmup: unknown key\(s\) \['step'\]"),
         ({"train_data": "x", "judge_probe": {"case": 4}}, r"judge_probe: unknown key\(s\) \['case'\]"),
         ({"train_data": "x", "reward_schedule": [{"steps": 1, "weights": [1]}]}, "weights"),
+        ({"train_data": "x", "max_train_minutes": 0}, "'max_train_minutes' must be a positive number"),
+        ({"train_data": "x", "max_train_minutes": "10m"}, "'max_train_minutes' must be a positive number"),
     ],
 )
 def test_recipe_errors(data: dict, message: str) -> None:

@@ -17,12 +17,15 @@ DESCRIPTION = ("Join questions with their perception records and write one promp
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from embodied_r.methods.embodied_r.prompts import TEMPLATES
+
     parser.add_argument("--qa", required=True, help="questions (QARecord .jsonl)")
     parser.add_argument("--perception", required=True, help="Perception .jsonl from `embodied-r perceive`")
     parser.add_argument("--out", required=True, help="output prompt rows (.jsonl)")
-    parser.add_argument("--prompt-version", default="official-v1", choices=["official", "official-v1", "structured-v1"],
+    parser.add_argument("--prompt-version", default="official-v1", choices=sorted(TEMPLATES),
                         help="reasoner prompt template (default: %(default)s, the official words with whitespace "
-                             "normalised; official: the official bytes, including the source's question text)")
+                             "normalised; official: the official bytes, including the source's question text; "
+                             "compact-v1: the same frame lines under a short instruction, for CPU training)")
 
 
 def split_invalid_answers(rows: list[Any]) -> tuple[list[Any], list[str]]:

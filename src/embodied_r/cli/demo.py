@@ -73,6 +73,27 @@ def print_judge_verdict(out_dir: Any) -> None:
             markup=False)
 
 
+def leading_letter(metrics: dict[str, Any]) -> str | None:
+    """``"A 19/23"``: the most predicted letter and its share of the parsed choice answers."""
+    bias = (metrics.get("position_bias") or {}).get("overall") or {}
+    letter = bias.get("most_predicted")
+    return f"{letter} {bias['predicted'][letter]}/{bias['n_parsed']}" if letter else None
+
+
+def print_grpo_steps(train: dict[str, Any]) -> None:
+    """How many GRPO steps ran, and whether the time budget ended them before max_steps."""
+    from embodied_r.cli.common import console
+
+    budget = train.get("time_budget") or {}
+    if "global_step" not in train:
+        return
+    if budget.get("stopped_at_step"):
+        console().print(f"GRPO: {train['global_step']} of {budget['max_steps']} steps; the demo's time budget "
+                        f"({budget['minutes']:.1f} min for warm-up and training) ended it there", markup=False)
+    else:
+        console().print(f"GRPO: {train['global_step']} steps", markup=False)
+
+
 def print_before_after(summary: dict[str, Any], out_dir: Any = None) -> None:
     from embodied_r.cli.common import console, print_table
     from embodied_r.core.intervals import format_interval, prediction_difference
@@ -94,11 +115,14 @@ def print_before_after(summary: dict[str, Any], out_dir: Any = None) -> None:
                  *[format_interval(m["overall"]["micro"], m["overall"].get("ci95")) for _, m in columns]])
     rows.append(["overall (macro)", None, *[format_interval(m["overall"]["macro"], None) for _, m in columns]])
     rows.append(["unparsed rate", None, *[m["overall"]["unparsed_rate"] for _, m in columns]])
+    # One letter for most choice questions is a prior, not reading: shown beside the scores it explains.
+    rows.append(["most predicted letter", None, *[leading_letter(m) for _, m in columns]])
     rates = [(m["consistency"].get("overall") or {}).get("rate") if isinstance(m.get("consistency"), dict) else None
              for _, m in columns]
     if any(rate is not None for rate in rates):
         rows.append(["logical consistency", None, *rates])
     print_table("held-out scenes: score % [95 % interval]", ["task", "n", *[label for label, _ in columns]], rows)
+    print_grpo_steps(summary.get("train") or {})
     if out_dir is not None:
         predictions = {key: read_jsonl(out_dir / key / "predictions.jsonl") for key, _ in keys
                        if (out_dir / key / "predictions.jsonl").is_file()}

@@ -13,6 +13,7 @@ DESCRIPTION = ("Evaluate a reasoning model on prompt rows (.jsonl from build-pro
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from embodied_r.cli.common import add_generation_arguments
+    from embodied_r.methods.embodied_r.prompts import TEMPLATES
 
     parser.add_argument("--data", required=True, metavar="SPEC",
                         help="prompt-row .jsonl, official processed .json, or NAME:PATH with NAME one of urbanvideo, "
@@ -31,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(prompts.jsonl); auto = what the rows hold, image or text to insist (default: %(default)s)")
     parser.add_argument("--engine", default="auto", choices=["auto", "transformers", "vllm"],
                         help="generation engine; auto = vLLM when installed with a GPU (default: %(default)s)")
-    parser.add_argument("--prompt-version", default=None, choices=["official", "official-v1", "structured-v1"],
+    parser.add_argument("--prompt-version", default=None, choices=sorted(TEMPLATES),
                         help="reasoner prompt template: for loader specs (default official-v1) and the system "
                              "prompt of an official processed .json (default official: the official bytes)")
     parser.add_argument("--completion-prefix", default="", metavar="TEXT",

@@ -78,6 +78,28 @@ class StepTimer(TrainerCallback):
             metrics[f"time/{key}"].append(record[key])
 
 
+class TimeBudget(TrainerCallback):
+    """Stops training after the first optimizer step that ends more than ``minutes`` after ``started``
+    (a ``time.monotonic()`` reading taken before the warm-up and the judge probe, which count). The loop
+    ends as after its last step: the caller saves the final model. ``stopped_at_step`` is None when the
+    budget was not reached."""
+
+    def __init__(self, minutes: float, started: float) -> None:
+        self.minutes, self.started = float(minutes), started
+        self.stopped_at_step: int | None = None
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        elapsed = time.monotonic() - self.started
+        if elapsed > 60 * self.minutes and state.global_step < state.max_steps:
+            self.stopped_at_step = int(state.global_step)
+            control.should_training_stop = True
+            logger.warning("max_train_minutes: %.1f of %.1f minutes used after step %d of %d; stopping here",
+                           elapsed / 60, self.minutes, state.global_step, state.max_steps)
+
+    def describe(self, max_steps: int) -> dict[str, Any]:
+        return {"minutes": self.minutes, "stopped_at_step": self.stopped_at_step, "max_steps": max_steps}
+
+
 # ---------------------------------------------------------------------------------------------------
 # Metrics and sample completions as JSON Lines
 # ---------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from embodied_r.training.callbacks import (
     EvalCallback,
     MetricsJsonl,
     StepTimer,
+    TimeBudget,
     quiet_tensorboard,
     record_samples,
     sample_rows,
@@ -91,6 +93,14 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
                     self.accelerator.backward(part)
                 done = part.detach() if done is None else done + part.detach()
             return self._scaled_slice_loss(model, inputs, slices[-1]) + done
+
+    def _generate(self, prompts: list) -> Any:
+        # TRL generates in the weights' dtype; with float32 weights and bf16 passes (training/precision.py)
+        # sampling runs in bf16 autocast too, as fast as bf16 weights. vLLM generates on its own copy.
+        if self.use_vllm:
+            return super()._generate(prompts)
+        with self.accelerator.autocast():
+            return super()._generate(prompts)
 
     def _scaled_slice_loss(self, model: Any, inputs: Any, rows: list[int]) -> Any:
         part = super().compute_loss(model, token_budget.take_rows(inputs, rows))
@@ -277,14 +287,15 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
 
 
 def resolve_precision(recipe: Recipe) -> tuple[str, bool]:
-    """(model dtype name, bf16 autocast flag) for this machine, unless the recipe fixed them."""
-    from embodied_r.inference.models import torch_dtype_name
+    """(weights dtype name, bf16 autocast flag) for this machine (training/precision.py), unless the recipe
+    fixed them."""
+    from embodied_r.training.precision import training_precision
 
-    name = torch_dtype_name(recipe.dtype)
     bf16 = recipe.trl.get("bf16")
-    if bf16 is None:
-        bf16 = name == "bfloat16"
-    return name, bool(bf16)
+    precision = training_precision(recipe.dtype, lora=recipe.lora is not None,
+                                   bf16=None if bf16 is None else bool(bf16),
+                                   deepspeed=bool(recipe.trl.get("deepspeed")))
+    return precision.weights, precision.bf16_autocast
 
 
 def build_config(recipe: Recipe, schedule: RewardSchedule | None, num_processes: int | None = None) -> GRPOConfig:
@@ -428,6 +439,8 @@ def build_trainer(
     ``processing_class`` replaces the tokenizer/processor TRL would load from the model folder."""
     from embodied_r.inference.models import resolve_model_path
 
+    started = time.monotonic()  # max_train_minutes counts the warm-up and the judge probe
+
     output_dir = recipe.output_dir
     checkpoints = existing_checkpoints(output_dir)
     complete = [p for p in checkpoints if is_complete_checkpoint(p)]
@@ -528,6 +541,9 @@ def build_trainer(
             evaluator = None
     if schedule is not None:
         trainer.add_callback(make_schedule_callback(schedule, trainer))
+    budget = TimeBudget(recipe.max_train_minutes, started) if recipe.max_train_minutes else None
+    if budget is not None:
+        trainer.add_callback(budget)
     quiet_tensorboard(trainer)
     timer = StepTimer().attach(trainer)
     context = {
@@ -536,6 +552,7 @@ def build_trainer(
         "eval_rows": len(eval_rows),
         "schedule": schedule,
         "timer": timer,
+        "time_budget": budget,
         "evaluator": evaluator,
         "model_path": model_path,
         "resume": resume,
@@ -628,7 +645,7 @@ def _train_locked(recipe: Recipe, resume: bool, judge: Any) -> dict[str, Any]:
     history = [
         h for h in trainer.state.log_history if "loss" in h or any(k.startswith("rewards/") for k in h)
     ]
-    evaluator = context["evaluator"]
+    evaluator, budget = context["evaluator"], context["time_budget"]
     summary = {
         "output_dir": str(recipe.output_dir),
         "global_step": int(trainer.state.global_step),
@@ -641,6 +658,7 @@ def _train_locked(recipe: Recipe, resume: bool, judge: Any) -> dict[str, Any]:
         "step_times": context["timer"].steps,
         "judge_probe": _probe_summary(context["judge_probe"]),
         "schedule_unreached": schedule_warnings(trainer),
+        "time_budget": budget.describe(int(trainer.state.max_steps)) if budget else None,
         "final_model": str(final_dir),
     }
     if trainer.accelerator.is_main_process:

@@ -146,6 +146,11 @@ class Recipe:
     # memory for some more update time, so short micro-batches keep the fast path. Needs TRL's
     # gradient_checkpointing: false (its GRPOConfig default, true, checkpoints every batch); null = off.
     checkpoint_over_tokens: int | None = None
+    # Wall-clock minutes for the whole train command (warm-up and judge probe included): GRPO stops after
+    # the first optimizer step that ends past them and saves its final model as usual (at least one step);
+    # summary.json says where it stopped. For a fixed budget on machines of unknown speed (the demo);
+    # null = max_steps / num_train_epochs alone decide.
+    max_train_minutes: float | None = None
     description: str = ""
     trl: dict[str, Any] = field(default_factory=dict)
 
@@ -344,6 +349,10 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
         raise RecipeError(f"{source}: 'prompt_version' must be one of {sorted(TEMPLATES)} or null, "
                           f"got {recipe.prompt_version!r}")
     check_attention(recipe.attn_implementation, source)
+    minutes = recipe.max_train_minutes
+    if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, int | float) or minutes <= 0):
+        raise RecipeError(f"{source}: 'max_train_minutes' must be a positive number of minutes or null, "
+                          f"got {minutes!r}")
     for key in ("max_train_batch_tokens", "checkpoint_over_tokens"):
         budget = getattr(recipe, key)
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):

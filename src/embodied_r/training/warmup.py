@@ -272,7 +272,7 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    from embodied_r.inference.models import torch_dtype_name
+    from embodied_r.training.precision import training_precision
 
     final = warmup_model_dir(output_dir)
     marker = final / "warmup.json"
@@ -288,7 +288,7 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
     examples = warmup_examples(rows_within(rows, model_path, settings.max_length), settings.steps,
                                settings.batch_size, settings.seed, settings.answers_per_prompt, settings.answers)
     work = output_dir / WARMUP_DIR / "trainer"
-    dtype_name = torch_dtype_name(dtype)
+    precision = training_precision(dtype)  # full fine-tuning: float32 weights under auto
     config = SFTConfig(
         output_dir=str(work),
         max_steps=settings.steps,
@@ -307,9 +307,9 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
         max_length=settings.max_length,
         gradient_checkpointing=settings.gradient_checkpointing,
         completion_only_loss=True,  # the prompt (perception text) is context, not something to imitate
-        bf16=dtype_name == "bfloat16",
+        bf16=precision.bf16_autocast,
         use_cpu=not torch.cuda.is_available(),
-        model_init_kwargs={"dtype": dtype_name,
+        model_init_kwargs={"dtype": precision.weights,
                            **({"attn_implementation": attn_implementation} if attn_implementation else {})},
     )
     trainer = SFTTrainer(model=model_path, args=config, train_dataset=Dataset.from_list(examples))

@@ -69,3 +69,27 @@ def test_whitespace_in_descriptions_is_collapsed() -> None:
 def test_unknown_version_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown prompt version 'v9'"):
         get_template("v9")
+
+
+def test_compact_variant_keeps_the_frame_lines_and_question_without_the_preamble() -> None:
+    question, options = "Where is the chair relative to the table?", ["A. left", "B. right"]
+    official = build_reasoner_messages(FRAMES, question, options)
+    compact = build_reasoner_messages(FRAMES, question, options, version="compact-v1")
+    frame_lines = [line for line in EXPECTED_USER.split("\n") if line.startswith("Frame ")]
+    assert compact[1]["content"] == "\n".join(["Video content:", *frame_lines, "Question: " + question,
+                                               "Choices:", *options])
+    assert "assume the role" not in compact[1]["content"] and "0th frame" not in compact[1]["content"]
+    # The answer tags the format reward and the parser read are still asked for, in fewer words.
+    system = compact[0]["content"]
+    assert "<think> </think>" in system and "<answer> </answer>" in system
+    assert len(system) + len(compact[1]["content"]) < len(official[0]["content"]) + len(official[1]["content"]) - 500
+
+
+def test_compact_variant_frames_are_dropped_oldest_first_like_the_official_ones() -> None:
+    from embodied_r.inference.context_policy import frame_line_numbers, without_oldest_frames
+
+    compact = build_reasoner_messages(FRAMES, "How many chairs are there?", None, version="compact-v1")
+    assert len(frame_line_numbers(compact[1]["content"])) == 3
+    kept = without_oldest_frames(compact, 2)[1]["content"]
+    assert kept == ("Video content:\nFrame 2: After Move forward, Observe: unparsed text\n"
+                    "Question: How many chairs are there?")
