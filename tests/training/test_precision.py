@@ -23,7 +23,6 @@ def bf16_cpu(monkeypatch):
 def test_auto_trains_float32_weights_with_bf16_passes(bf16_cpu, caplog) -> None:
     with caplog.at_level(logging.WARNING):
         assert training_precision("auto") == TrainingPrecision("float32", True)
-        assert training_precision("auto").mixed
         # LoRA trains float32 adapters on a frozen base, which may stay bf16.
         assert training_precision("auto", lora=True) == TrainingPrecision("bfloat16", True)
         assert training_precision("float32") == TrainingPrecision("float32", False)

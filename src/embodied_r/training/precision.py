@@ -25,11 +25,6 @@ class TrainingPrecision:
     weights: str  # the dtype name given to from_pretrained
     bf16_autocast: bool
 
-    @property
-    def mixed(self) -> bool:
-        """float32 weights with bf16 passes."""
-        return self.weights == "float32" and self.bf16_autocast
-
 
 def deepspeed_launch() -> bool:
     """Launched by ``accelerate launch`` with a DeepSpeed config (accelerate sets this variable)."""
