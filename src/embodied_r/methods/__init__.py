@@ -60,7 +60,7 @@ class Method:
 
 EMBODIED_R = Method(
     "embodied_r", "embodied-r build-prompts", "embodied_r.methods.embodied_r.perception.prompt_rows:build_rows",
-    ("official", "official-v1", "structured-v1"), "{letter}",
+    ("official", "official-v1", "structured-v1", "compact-v1"), "{letter}",
     ("format", "accuracy", "consistency"), "recipes/embodied_r/paper_qwen2.5-3b.yaml",
 )
 ROBOT_R1 = Method(

@@ -3,7 +3,7 @@ LM reasons over that text and is trained with GRPO.
 
 - ``keyframes``: video decoding by timestamp and key-frame selection (ORB + RANSAC overlap);
 - ``perception``: the VLM's frame descriptions (prompts, backends, parsing, cache, runner);
-- ``prompts``: the reasoner's prompt templates (``official-v1``, ``structured-v1``);
+- ``prompts``: the reasoner's prompt templates (``official-v1``, ``structured-v1``, ``compact-v1``);
 - ``rewards``: the format rewards; ``consistency``: the logical-consistency reward and its judge;
   ``schedule``: the three-stage reward weights;
 - ``cascade``: the deployed pipeline on one video (key frames -> perception -> reasoner), ``embodied-r answer``;
