@@ -4,9 +4,9 @@ No weights can be downloaded on a lent GPU machine, so the policy is a Qwen2.5-3
 built from its config with random weights (a stand-in for speed and memory, not for answers). Prompts
 are synthetic Embodied-R prompts of about ``--prompt-tokens`` tokens. The run uses the paper recipe's
 geometry (8 completions per prompt, rewards format + accuracy + consistency with the policy as judge,
-bf16) for ``--steps`` steps, once with the shared-prefix update and once with TRL's per-row update, and,
-where vLLM imports, once more with vLLM colocate rollouts. For each it prints generation tokens/s,
-update seconds per step and peak GPU memory.
+bf16) for ``--steps`` steps, once with the shared prefix (in sampling and in the update) and once with
+TRL's own sampling and per-row update, and, where vLLM imports, once more with vLLM colocate rollouts.
+For each it prints generation tokens/s, update seconds per step and peak GPU memory.
 
     python benchmarks/gpu_check.py                   # on the GPU machine (benchmarks/gpu_check.sh)
     python benchmarks/gpu_check.py --tiny --steps 1  # the same path with a 2-layer model, on a CPU
@@ -80,7 +80,8 @@ def run(model: Path, data: Path, out: Path, args: argparse.Namespace, shared_pre
               "output_dir": str(out), "rewards": ["format", "accuracy", {"consistency": {"gate": False}}],
               "reward_schedule": [{"start": 1, "weights": {"format": 0.1, "accuracy": 0.7, "consistency": 0.2}}],
               "reference_model": "policy", "allow_weak_judge": True, "judge_probe": {"cases": 16},
-              "shared_prefix_update": shared_prefix, "max_steps": args.steps, "num_generations": 8,
+              "shared_prefix_update": shared_prefix, "shared_prefix_generation": shared_prefix,
+              "max_steps": args.steps, "num_generations": 8,
               "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1,
               "max_completion_length": args.completion_tokens, "learning_rate": 5e-7, "beta": 0.001,
               "save_strategy": "no", "logging_steps": 1, "seed": 0, "report_to": [], "sample_completions": 0,

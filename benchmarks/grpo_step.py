@@ -22,7 +22,9 @@ does); the summed update is the same for every micro-batch size. Goals: >= 2.5x 
 
 With ``--whole-step`` it times whole steps (generation, rewards, update and optimizer) of the demo's GRPO
 recipe (format and accuracy rewards, one backward pass per generation batch) for the first ``--shapes``
-entry, once with TRL's per-row update and once with the shared-prefix update, on ``--data`` prompt rows.
+entry, once with TRL's own sampling and per-row update and once with the shared prefix in both (each
+group's prompt encoded once before sampling, training/prefix_generation.py, and in the update), on
+``--data`` prompt rows.
 
     python benchmarks/grpo_step.py                       # SmolLM2-135M, 3 steps each, 8 completions x 64 tokens
     python benchmarks/grpo_step.py --model PATH --steps 5 --json out.json
@@ -114,8 +116,8 @@ def parse_shape(shape: str) -> tuple[int, int]:
 
 
 def whole_steps(model_path: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """Whole GRPO steps of the demo's recipe (generation, rewards, update, optimizer) with TRL's per-row
-    update and with the shared-prefix update, one trainer after the other on the same rows and seed."""
+    """Whole GRPO steps of the demo's recipe (generation, rewards, update, optimizer) with TRL's sampling and
+    per-row update and with the shared prefix in both, one trainer after the other on the same rows and seed."""
     from embodied_r.demo import DemoSize, training_recipe
     from embodied_r.training.grpo import build_trainer
     from embodied_r.training.recipe import recipe_from_dict
@@ -129,7 +131,7 @@ def whole_steps(model_path: str, args: argparse.Namespace, out: Path) -> dict[st
             format_warmup=None, rewards=["format", "accuracy"], reward_schedule=None, reward_weights=[0.2, 0.8],
             judge_probe=None, allow_weak_judge=False, report_to="none", save_strategy="no", sample_completions=0,
             num_generations=generations, per_device_train_batch_size=prompts * generations,
-            shared_prefix_update=shared,
+            shared_prefix_update=shared, shared_prefix_generation=shared,
         )
         trainer, context = build_trainer(recipe_from_dict(recipe, source="benchmark"))
         trainer.train()
@@ -146,9 +148,10 @@ def print_whole_steps(results: dict[str, Any], args: argparse.Namespace) -> None
     print(f"\nwhole GRPO steps, shape {args.shapes.split(',')[0]}, data {args.data or 'toy'}, dtype {args.dtype}, "
           f"<= {args.completion_tokens} new tokens, mean of steps 2..{args.steps}")
     print(f"{'update':26s} {'step s':>8s} {'generation':>11s} {'rewards':>8s} {'update':>8s}")
-    for name, r in (("TRL per-row (stock)", stock), ("shared prefix", shared)):
+    for name, r in (("TRL (stock)", stock), ("shared prefix", shared)):
         print(f"{name:26s} {r['step_s']:8.2f} {r['generation_s']:11.2f} {r['rewards_s']:8.3f} {r['update_s']:8.2f}")
     print(f"speed-up: whole step {stock['step_s'] / shared['step_s']:.2f}x, "
+          f"generation {stock['generation_s'] / shared['generation_s']:.2f}x, "
           f"update {stock['update_s'] / shared['update_s']:.2f}x")
     print(f"batches that took TRL's path in the shared run: {shared['stock_path_reasons'] or 'none'}")
 
@@ -359,8 +362,8 @@ def main() -> None:
     parser.add_argument("--shared-prefix", action="store_true",
                         help="time the stock TRL update against the shared-prefix update instead")
     parser.add_argument("--whole-step", action="store_true",
-                        help="time whole steps of the demo's recipe with TRL's update and with the shared-prefix "
-                        "update (the first --shapes entry, --completion-tokens, --data rows)")
+                        help="time whole steps of the demo's recipe with TRL's sampling and update and with the shared "
+                        "prefix in both (the first --shapes entry, --completion-tokens, --data rows)")
     parser.add_argument("--data", default=None, help="with --whole-step: prompt rows (.jsonl; default: toy rows)")
     parser.add_argument("--dtype", default="float32", help="with --whole-step: auto | bfloat16 | float32")
     parser.add_argument("--shapes", default="2x4,4x8", help="PROMPTSxGENERATIONS, comma-separated")

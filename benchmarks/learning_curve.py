@@ -1,4 +1,4 @@
-"""Does GRPO teach the reasoner? A held-out learning curve on synthetic scenes, beside supervised fine-tuning.
+r"""Does GRPO teach the reasoner? A held-out learning curve on synthetic scenes, beside supervised fine-tuning.
 
 One command builds the data, trains and evaluates; every stage is resumable (a finished one is skipped
 when the script is run again, so a second GRPO arm reuses the data, the warm-up and its evaluation):
@@ -19,6 +19,13 @@ model with its interval and verdict, separately for the task types trained on an
 
     python benchmarks/learning_curve.py --out runs/learning                       # default arm
     python benchmarks/learning_curve.py --out runs/learning --arm lr2e-5 --set learning_rate=2e-5
+
+The run in which GRPO learned to read (the last action only, a warm-up whose think quotes the last frame;
+docs/learning.md, sixth run):
+
+    python benchmarks/learning_curve.py --out runs/reading --scenes 400 --max-frames 6 --tasks last_action \
+        --eval-tasks last_action --warmup-think latest-frame --warmup-steps 48 --arm g8-lr1e-5 \
+        --prompts 2 --generations 8 --learning-rate 1e-5 --steps 40 --eval-every 20
 
 ``--set`` overrides any recipe key of the GRPO arm (YAML values, dotted keys for nested ones); each arm
 is its own folder, and the summary and plot show every arm found in ``OUT``.
@@ -107,6 +114,28 @@ def build_data(args: argparse.Namespace, progress: Progress) -> tuple[Path, Path
     return train, test
 
 
+def last_action_in_text(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """How many ``last_action`` questions a perfect reader could answer: those whose latest key frame's
+    line names the gold option's action. The perception text names the dominant motion between two key
+    frames, and the question asks for the video's final, ~2 s motion, so the two agree only when the last
+    two key frames are close together (few key frames per video spread them out).
+
+    >>> text = "Frame 0: Observe: a bed.\\nFrame 1: After Rotate left, Observe: x"
+    >>> row = {"task": "last_action", "answer": "B", "options": ["A. Move forward", "B. Rotate left"],
+    ...        "prompt": [{"role": "user", "content": text}]}
+    >>> last_action_in_text([row, {**row, "answer": "A"}, {**row, "task": "object_count"}])
+    {'questions': 2, 'stated': 1}
+    """
+    from embodied_r.methods.embodied_r.prompts import latest_frame_action
+
+    asked = [r for r in rows if r["task"] == "last_action"]
+    stated = 0
+    for row in asked:
+        gold = next(o[3:] for o in row["options"] if o.startswith(f"{row['answer']}."))
+        stated += latest_frame_action(row["prompt"][-1]["content"]) == f"After {gold}"
+    return {"questions": len(asked), "stated": stated}
+
+
 def warm_up(args: argparse.Namespace, train: Path, progress: Progress) -> Path:
     """The format warm-up, once, into ``OUT/warmup/model``; every arm starts from it."""
     from embodied_r.inference.models import resolve_model_path
@@ -117,7 +146,7 @@ def warm_up(args: argparse.Namespace, train: Path, progress: Progress) -> Path:
         started = time.perf_counter()
         # The demo's warm-up (each optimizer step: one prompt with all four letters), with more steps.
         demo_warmup = training_recipe(args.out, DemoSize(0, 0, 0, 0, 0, 0), args.model)["format_warmup"]
-        settings = WarmupSettings.from_config({**demo_warmup, "steps": args.warmup_steps})
+        settings = WarmupSettings.from_config({**demo_warmup, "steps": args.warmup_steps, "think": args.warmup_think})
         run_format_warmup(settings, load_prompt_rows(str(train)), resolve_model_path(args.model), args.out)
         gc.collect()
         progress.record(WARMUP, started)
@@ -133,6 +162,7 @@ def supervised(args: argparse.Namespace, train: Path, start: Path, progress: Pro
     if SFT not in progress.done:
         started = time.perf_counter()
         settings = WarmupSettings.from_config({"steps": args.steps, "batch_size": args.prompts, "answers": "gold",
+                                               "think": args.warmup_think,
                                                "learning_rate": args.sft_learning_rate, "seed": 1,
                                                # one example per pass: no checkpointing needed (~25 % faster)
                                                "micro_batch_size": 1, "gradient_checkpointing": False})
@@ -247,6 +277,7 @@ def summarise(args: argparse.Namespace) -> dict[str, Any]:
         baselines[name] = {"trained_tasks": sum(t["score"] * t["n"] for t in seen) / n if n else None,
                            "holdout_task": (table["tasks"].get(args.holdout_task) or {}).get("score"),
                            "tasks": {task: t["score"] for task, t in table["tasks"].items()}}
+    evaluated = [r for r in read_jsonl(args.out / "data" / "prompts" / "test.jsonl") if r["id"] in warmup]
     arm_settings = {arm: yaml.safe_load((args.out / f"grpo-{arm}" / "recipe.yaml").read_text()) for arm in arms}
     return {"held_out_questions": len(warmup), "holdout_task": args.holdout_task, "warmup": rows[0],
             "grpo": {arm: sorted(curve, key=lambda r: r["step"]) for arm, curve in arms.items()},
@@ -255,12 +286,17 @@ def summarise(args: argparse.Namespace) -> dict[str, Any]:
                                                           "rewards", "reward_weights", "max_completion_length",
                                                           "temperature")}
                               for arm, s in arm_settings.items()},
-            "sft": sft[0] if sft else None, "baselines": baselines, "stages": read_json(args.out / "state.json")}
+            "sft": sft[0] if sft else None, "baselines": baselines,
+            "last_action_in_text": last_action_in_text(evaluated), "stages": read_json(args.out / "state.json")}
 
 
 def print_summary(result: dict[str, Any]) -> None:
     print(f"\nheld-out questions: {result['held_out_questions']} from held-out scenes; held-out task type: "
           f"{result['holdout_task']}")
+    stated = result["last_action_in_text"]
+    if stated["questions"]:
+        print(f"last_action: the latest frame's line names the answer in {stated['stated']} of "
+              f"{stated['questions']} held-out questions (what reading alone can reach)")
     for label in ("trained_tasks", "holdout_task"):
         if not result["warmup"][label]["n"]:
             continue  # not evaluated (--eval-tasks)
@@ -290,7 +326,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     tasks = sorted(result["warmup"]["tasks"])
-    panels = [("trained_tasks", "task types trained on"), ("holdout_task", f"held out: {result['holdout_task']}")]
+    panels = [("trained_tasks", "task types trained on")]
+    if result["warmup"]["holdout_task"]["n"]:  # not evaluated when --eval-tasks leaves it out
+        panels.append(("holdout_task", f"held out: {result['holdout_task']}"))
     panels += [(task, task) for task in tasks if task != result["holdout_task"]]
     columns = 4
     rows = (len(panels) + columns - 1) // columns
@@ -356,6 +394,9 @@ def main() -> int:
     parser.add_argument("--tasks", default="", help="train only on these task types (comma-separated)")
     parser.add_argument("--eval-tasks", default="", help="evaluate only these task types of the held-out scenes")
     parser.add_argument("--warmup-steps", type=int, default=8)
+    parser.add_argument("--warmup-think", default="letter-first",
+                        help="how the warm-up's (and SFT's) think reaches its answer: letter-first | option-first | "
+                        "latest-frame (training/warmup.py)")
     parser.add_argument("--arm", default="default", help="name of this GRPO arm (its folder is OUT/grpo-ARM)")
     parser.add_argument("--steps", type=int, default=24, help="GRPO (and SFT) optimizer steps")
     parser.add_argument("--eval-every", type=int, default=12)

@@ -35,6 +35,7 @@ MODULES = [
     "embodied_r.methods.embodied_r.schedule",
     "embodied_r.training.recipe",
     "embodied_r.training.data",
+    "embodied_r.training.prefix_generation",
 ]
 
 

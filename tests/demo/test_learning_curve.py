@@ -68,6 +68,16 @@ def test_summary_separates_the_held_out_task_and_pairs_with_the_warm_up(curve: M
     (tmp_path / "grpo-a").mkdir()
     (tmp_path / "grpo-a" / "recipe.yaml").write_text(yaml.safe_dump({"learning_rate": 5e-5}))
     (tmp_path / "state.json").write_text("{}")
+    prompts = tmp_path / "data" / "prompts"
+    prompts.mkdir(parents=True)
+    # One last-action row whose text names the answer, and one that was not evaluated (not counted).
+    two_frames = "Frame 0: Observe: a bed.\nFrame 1: After Rotate left, Observe: x"
+    stated = {"task": "last_action", "answer": "B", "options": ["A. Move forward", "B. Rotate left"],
+              "prompt": [{"role": "user", "content": two_frames}]}
+    rows = [{"id": i, "task": task, "prompt": [{"role": "user", "content": "Frame 0: Observe: a bed."}]}
+            for i, task in ids.items() if i != "q0"]
+    rows += [{**stated, "id": "q0"}, {**stated, "id": "unevaluated"}]
+    (prompts / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
     result = curve.summarise(arguments(tmp_path))
 
@@ -83,6 +93,7 @@ def test_summary_separates_the_held_out_task_and_pairs_with_the_warm_up(curve: M
     assert result["sft"]["holdout_task"]["vs_warmup"]["verdict"] == "better" and result["sft"]["step"] == 4
     assert result["baselines"]["random"] == {"trained_tasks": 0.25, "holdout_task": 0.5,
                                              "tasks": {"count": 0.25, "route": 0.5}}
+    assert result["last_action_in_text"] == {"questions": 1, "stated": 1}
     curve.print_summary(result)
     curve.plot(result, tmp_path / "curve.png")
     assert (tmp_path / "curve.png").stat().st_size > 10_000
@@ -98,3 +109,19 @@ def test_eval_tasks_must_be_trained_on_or_held_out(curve: ModuleType, tmp_path: 
         curve.main()
     assert info.value.code == 2 and "['object_counting'] are neither trained on" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # refused before any work
+
+
+def test_last_action_in_text_reads_only_the_latest_frame(curve: ModuleType) -> None:
+    text = "Frame 0: Observe: a bed.\nFrame 1: After Rotate left, Observe: x\nFrame 2: After Move forward, Observe: y"
+    row = {"task": "last_action", "answer": "A", "options": ["A. Move forward", "B. Rotate left"],
+           "prompt": [{"role": "system", "content": "Frame 9: After Rotate left, Observe: z"},
+                      {"role": "user", "content": text}]}
+    # An earlier frame's action is not the answer, nor is the system message's.
+    assert curve.last_action_in_text([row, {**row, "answer": "B"}]) == {"questions": 2, "stated": 1}
+
+
+def test_docstring_examples(curve: ModuleType) -> None:
+    import doctest
+
+    result = doctest.testmod(curve)
+    assert result.attempted > 0 and result.failed == 0

@@ -162,8 +162,8 @@ def test_answer_spread_tells_a_collapsed_letter_choice_from_a_spread_one(tiny_lm
             self.boost = boost
 
         def __call__(self, input_ids: torch.Tensor, **_: object) -> SimpleNamespace:
-            logits = torch.zeros(1, 1, len(tokenizer))
-            logits[0, -1, letter_ids] = torch.tensor(self.boost)
+            logits = torch.zeros(1, input_ids.size(1), len(tokenizer))
+            logits[0, :, letter_ids] = torch.tensor(self.boost)
             return SimpleNamespace(logits=logits)
 
     rows = [choice_row(i) for i in range(3)] + [number_row(1)]
@@ -207,3 +207,68 @@ def test_grpo_starts_from_the_warmed_up_model_and_a_rerun_reuses_it(tiny_recipe,
         shutil.rmtree(folder)
     with pytest.raises(WarmupError, match="new output_dir"):
         train(other)
+
+
+def frame_row(i: int, last_action: str = "Rotate left", answer: str = "B") -> PromptRow:
+    options = ["A. Move forward", "B. Rotate left", "C. Rotate right", "D. Move backward"]
+    text = (f"Frame 0: Observe: a sofa {i}.\nFrame 1: After Move forward, Observe: a door.\n"
+            f"Frame 2: After {last_action}, Observe: a lamp.\nQuestion: Which action did I take last?\n"
+            "Choices:\n" + "\n".join(options))
+    return PromptRow(id=f"f{i}", task="last_action", answer=answer, options=options,
+                     prompt=[{"role": "user", "content": text}])
+
+
+def test_option_first_thinks_name_the_options_words_before_its_letter() -> None:
+    rows = [frame_row(i) for i in range(4)]
+    for example in warmup_examples(rows, steps=8, batch_size=4, seed=0, think="option-first"):
+        text = completion(example)
+        assert is_official_format(text)
+        letter = parse_answer(text, rows[0].options, "choice")
+        words = dict(o.split(". ", 1) for o in rows[0].options)[letter]
+        assert f"choose {words}, which is option {letter}." in text, text
+        assert "latest frame" not in text
+    # letter-first is the template measured before (docs/learning.md): the letter, then its words.
+    assert completion(warmup_examples(rows[:1], steps=1, batch_size=1, seed=0)[0]).startswith(
+        "<think> I compare the observations with each option and choose option ")
+
+
+def test_latest_frame_thinks_quote_the_last_action_and_keep_the_answers_random() -> None:
+    rows = [frame_row(i, last_action=a) for i, a in enumerate(["Rotate left", "Move backward"] * 4)]
+    letters = collections.Counter()
+    for example in warmup_examples(rows, steps=16, batch_size=4, seed=1, think="latest-frame"):
+        text, prompt = completion(example), example["prompt"][0]["content"]
+        last = "Rotate left" if "After Rotate left, Observe: a lamp" in prompt else "Move backward"
+        assert text.startswith(f"<think> The latest frame: After {last}. I compare"), text
+        letters[parse_answer(text, rows[0].options, "choice")] += 1
+    assert set(letters) == {"A", "B", "C", "D"} and max(letters.values()) - min(letters.values()) <= 8
+    number = warmup_examples([number_row(1), number_row(2)], steps=1, batch_size=1, seed=0, think="option-first")
+    assert completion(number[0]).startswith("<think> I estimate the quantity")
+    with pytest.raises(WarmupError, match="latest-frame"):  # nothing to quote: a clear refusal
+        warmup_examples([choice_row(0)], steps=1, batch_size=1, seed=0, think="latest-frame")
+    with pytest.raises(WarmupError, match="think must be one of"):
+        WarmupSettings.from_config({"steps": 2, "think": "backwards"})
+    gold = warmup_examples([frame_row(0)], steps=1, batch_size=1, seed=0, answers="gold", think="latest-frame")
+    assert completion(gold[0]) == ("<think> The latest frame: After Rotate left. I compare the observations with "
+                                   "each option and choose Rotate left, which is option B. </think>\n"
+                                   "<answer>B</answer>")
+
+
+def test_answer_spread_reads_the_options_words_under_option_first(tiny_lm_dir: Path) -> None:
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_lm_dir)
+    favoured = tokenizer(" right", add_special_tokens=False)["input_ids"]
+
+    class Favour:  # a stand-in policy that strongly prefers the tokens of one word everywhere
+        device = torch.device("cpu")
+
+        def __call__(self, input_ids: torch.Tensor, **_: object) -> SimpleNamespace:
+            logits = torch.zeros(1, input_ids.size(1), len(tokenizer))
+            logits[0, :, favoured] = 30.0
+            return SimpleNamespace(logits=logits)
+
+    rows = [choice_row(i) for i in range(3)]  # options left / right / behind / ahead: "right" is B
+    spread = answer_spread(Favour(), tokenizer, rows, think="option-first")
+    assert spread == {"rows": 3, "entropy": 0.0, "top": {"B": 3}}

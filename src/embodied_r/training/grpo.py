@@ -22,13 +22,15 @@ from typing import Any
 import torch
 from accelerate import PartialState
 from trl import GRPOConfig, GRPOTrainer
+from trl.extras.profiling import profiling_context
+from trl.models import unwrap_model_for_generation
 
 from embodied_r.core.columns import with_completion_prefix
 from embodied_r.core.io import atomic_write_json, atomic_write_text, exclusive_output
 from embodied_r.inference.context_policy import TOKEN_CUT_RULE
 from embodied_r.methods.embodied_r.schedule import RewardSchedule, make_schedule_callback
 from embodied_r.methods.rewards import get_reward, is_factory
-from embodied_r.training import shared_prefix, token_budget
+from embodied_r.training import prefix_generation, shared_prefix, token_budget
 from embodied_r.training.callbacks import (
     EvalCallback,
     MetricsJsonl,
@@ -71,6 +73,7 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
     samples_per_batch: int = 0
     completion_prefix: str = ""
     shared_prefix_update: bool = True
+    shared_prefix_generation: bool = True
     max_train_batch_tokens: int | None = None
     checkpoint_over_tokens: int | None = None
     left_truncate_to: int | None = None  # prompt tokens kept from the right (context_rule truncate-left-tokens)
@@ -101,6 +104,34 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
             return super()._generate(prompts)
         with self.accelerator.autocast():
             return super()._generate(prompts)
+
+    def _generate_single_turn(self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: Any,
+                              has_tool_images: bool = False) -> Any:
+        # Each group's prompt encoded once before sampling (training/prefix_generation.py); vLLM and TRL's
+        # continuous batching keep their own paths.
+        if self.use_vllm or self.use_transformers_continuous_batching:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        reason = ("shared_prefix_generation is off" if not self.shared_prefix_generation else
+                  prefix_generation.unsupported_reason(self.model, self.generation_config,
+                                                       bool(multimodal_fields) or has_tool_images
+                                                       or any(images or [])))
+        if reason is not None:
+            self._note_once(f"generation:{reason}", logging.INFO, "shared-prefix generation not used (%s): TRL "
+                            "encodes the prompt once per completion", reason)
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        with (profiling_context(self, "transformers.generate"),
+              unwrap_model_for_generation(self.model_wrapped, self.accelerator,
+                                          gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                                          generation_kwargs=self.generation_kwargs,
+                                          gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs
+                                          ) as unwrapped,
+              torch.no_grad(),
+              self._dist.summon_full_params(self.model_wrapped, recurse=False)):
+            completions = prefix_generation.generate_sharing_prompts(unwrapped, [list(p) for p in prompt_ids],
+                                                                     self.generation_config, self.eos_token_ids)
+        return completions, None  # TRL's transformers path has no sampling log-probabilities either
 
     def _scaled_slice_loss(self, model: Any, inputs: Any, rows: list[int]) -> Any:
         part = super().compute_loss(model, token_budget.take_rows(inputs, rows))
@@ -524,6 +555,7 @@ def build_trainer(
     trainer.samples_per_batch = recipe.sample_completions
     trainer.completion_prefix = recipe.completion_prefix
     trainer.shared_prefix_update = recipe.shared_prefix_update
+    trainer.shared_prefix_generation = recipe.shared_prefix_generation
     trainer.max_train_batch_tokens = recipe.max_train_batch_tokens
     trainer.checkpoint_over_tokens = recipe.checkpoint_over_tokens
     if recipe.context_rule == TOKEN_CUT_RULE:

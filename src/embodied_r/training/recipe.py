@@ -137,6 +137,10 @@ class Recipe:
     # Encode each group's shared prompt once in the GRPO log-probability passes (training/shared_prefix.py):
     # same loss and gradients as TRL's per-row encoding, less compute; false = TRL's own path.
     shared_prefix_update: bool = True
+    # Sample each group's completions from one encoding of its prompt (training/prefix_generation.py): the
+    # same sampling distribution as TRL's transformers path, without re-encoding the prompt per completion;
+    # false = TRL's path. vLLM rollouts cache prefixes themselves and are unaffected.
+    shared_prefix_generation: bool = True
     # Tokens one backward pass of the GRPO update may hold (training/token_budget.py): a micro-batch over it
     # is differentiated in slices of whole prompt groups, with the same gradient; null = TRL's whole
     # micro-batch. Bounds memory by tokens where per_device_train_batch_size counts rows.
@@ -324,7 +328,7 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
             f"{source}: 'completion_prefix' must be a string (quote it in YAML: completion_prefix: \"<think>\"), "
             f"got {recipe.completion_prefix!r}"
         )
-    for key in ("judge_sees_letters", "allow_weak_judge", "shared_prefix_update"):
+    for key in ("judge_sees_letters", "allow_weak_judge", "shared_prefix_update", "shared_prefix_generation"):
         if not isinstance(getattr(recipe, key), bool):
             raise RecipeError(f"{source}: {key!r} must be true or false, got {getattr(recipe, key)!r}")
     from embodied_r.inference.judges import SCORING_RULES

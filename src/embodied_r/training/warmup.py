@@ -64,6 +64,8 @@ class WarmupSettings:
     # random: answers drawn at random (the format primer); gold: the row's own answer, one example per row
     # (supervised fine-tuning, for comparisons with GRPO).
     answers: str = "random"
+    # How the think reaches its answer: letter-first | option-first | latest-frame (THINK_STYLES below).
+    think: str = "letter-first"
     learning_rate: float = 1.0e-4
     seed: int = 0  # draws the random answers and the row order
     max_length: int = 4096  # tokens of prompt + target; longer prompts are left out of the warm-up, not cut
@@ -80,6 +82,9 @@ class WarmupSettings:
         if settings.answers not in ANSWER_SOURCES:
             raise WarmupError(f"{source}: format_warmup.answers must be one of {list(ANSWER_SOURCES)}, "
                               f"got {settings.answers!r}")
+        if settings.think not in THINK_STYLES:
+            raise WarmupError(f"{source}: format_warmup.think must be one of {list(THINK_STYLES)}, "
+                              f"got {settings.think!r}")
         if settings.answers_per_prompt is None:
             settings.answers_per_prompt = 1 if settings.answers == "gold" else settings.batch_size
         if settings.answers == "gold" and settings.answers_per_prompt != 1:
@@ -114,34 +119,69 @@ def _distinct(pool: list[Any], count: int, rng: random.Random) -> list[Any]:
     return out
 
 
-# The choice template up to the option letter; answer_spread reads the letter distribution right after it.
-CHOICE_LEAD = "<think> I compare the observations with each option and choose option"
-# Below this mean normalised letter entropy the warmed-up policy nearly always samples one letter per
-# prompt, so GRPO's groups mostly agree and carry no advantage.
+# How the think of a warm-up target reaches its answer (recipe key format_warmup.think):
+#   letter-first: "... and choose option C, Rotate left."  The letter is picked first, its text follows.
+#   option-first: "... and choose Rotate left, which is option C."  The option's words are picked first and
+#                 the letter is looked up from them: a model can match words it read in the prompt, and
+#                 the letter then follows from the words instead of the reverse.
+#   latest-frame: option-first, after a quote of the latest frame's action ("The latest frame: After
+#                 Rotate left."), copied from the prompt: a place in the think where the current state is
+#                 in view. It carries no choice (the answers stay random) but states the answer of
+#                 last-action questions, so a policy can learn from its rewards to choose what it quoted.
+THINK_STYLES = ("letter-first", "option-first", "latest-frame")
+CHOICE_LEAD = "<think> I compare the observations with each option and choose"
+# Below this mean normalised entropy of the choice (over the options) the warmed-up policy nearly always
+# samples one option per prompt, so GRPO's groups mostly agree and carry no advantage.
 MIN_SPREAD = 0.3
 
 
-def _choice_target(row: PromptRow, letter: str) -> str:
+def _latest_quote(row: PromptRow, think: str) -> str:
+    """The think's opening quote under ``latest-frame`` ("" otherwise)."""
+    if think != "latest-frame":
+        return ""
+    from embodied_r.methods.embodied_r.prompts import latest_frame_action
+
+    action = latest_frame_action(str(row.prompt[-1].get("content") or ""))
+    if action is None:
+        raise WarmupError(f"format_warmup.think latest-frame quotes the last 'Frame k:' line of an Embodied-R prompt; "
+                          f"row {row.id!r} has none (use option-first for other prompts)")
+    return f" The latest frame: {action}."
+
+
+def choice_parts(row: PromptRow, letter: str, think: str = "letter-first") -> tuple[str, str, str]:
+    """A choice target in three parts: the think up to the choice, the words that make the choice, and
+    the rest; ``answer_spread`` reads the model's probability of each option's middle part."""
     text = option_texts(row.options).get(letter)
-    chosen = f" {letter}" + (f", {text}" if text else "")
-    return f"{CHOICE_LEAD}{chosen}. </think>\n<answer>{_answer_text(row, letter)}</answer>"
+    answer = f"</think>\n<answer>{_answer_text(row, letter)}</answer>"
+    lead = "<think>" + _latest_quote(row, think) + CHOICE_LEAD.removeprefix("<think>")
+    if think == "letter-first" or not text:
+        return lead, f" option {letter}", (f", {text}. " if text else ". ") + answer
+    return lead, f" {text}, which is option {letter}", ". " + answer
 
 
-def _number_target(value: Any) -> str:
-    return f"<think> I estimate the quantity from the observations: about {value}. </think>\n<answer>{value}</answer>"
+def _choice_target(row: PromptRow, letter: str, think: str) -> str:
+    return "".join(choice_parts(row, letter, think))
 
 
-def gold_target(row: PromptRow) -> str:
+def _number_target(row: PromptRow, value: Any, think: str) -> str:
+    return (f"<think>{_latest_quote(row, think)} I estimate the quantity from the observations: about {value}. "
+            f"</think>\n<answer>{value}</answer>")
+
+
+def gold_target(row: PromptRow, think: str = "letter-first") -> str:
     """The warm-up's template with the row's own answer (``answers: gold``)."""
-    return _choice_target(row, str(row.answer)) if row.answer_type == "choice" else _number_target(row.answer)
+    if row.answer_type == "choice":
+        return _choice_target(row, str(row.answer), think)
+    return _number_target(row, row.answer, think)
 
 
 def warmup_targets(row: PromptRow, count: int, rng: random.Random,
-                   numbers_by_task: dict[str, list[Any]]) -> list[str]:
+                   numbers_by_task: dict[str, list[Any]], think: str = "letter-first") -> list[str]:
     """``count`` completions the warm-up trains on for ``row``: the official structure, each with a
     different random answer (never the gold one for numbers; any option letter for choices)."""
     if row.answer_type == "choice":
-        return [_choice_target(row, letter) for letter in _distinct(list(option_letters(row.options)), count, rng)]
+        return [_choice_target(row, letter, think)
+                for letter in _distinct(list(option_letters(row.options)), count, rng)]
     # Prefer other answers of the same task (a plausible magnitude), then any other numeric answer; the
     # value only shapes the format, it is never the row's own answer.
     pool = sorted({value for value in numbers_by_task.get(row.task, []) if value != row.answer})
@@ -149,7 +189,7 @@ def warmup_targets(row: PromptRow, count: int, rng: random.Random,
         pool = sorted({value for values in numbers_by_task.values() for value in values if value != row.answer})
     if not pool:
         pool = [n for n in range(1, 11) if n != row.answer]
-    return [_number_target(value) for value in _distinct(pool, count, rng)]
+    return [_number_target(row, value, think) for value in _distinct(pool, count, rng)]
 
 
 def _task_round_robin(rows: list[PromptRow], rng: random.Random) -> list[PromptRow]:
@@ -177,7 +217,8 @@ def _task_round_robin(rows: list[PromptRow], rng: random.Random) -> list[PromptR
 
 
 def warmup_examples(rows: list[PromptRow], steps: int, batch_size: int, seed: int,
-                    answers_per_prompt: int | None = None, answers: str = "random") -> list[dict[str, Any]]:
+                    answers_per_prompt: int | None = None, answers: str = "random",
+                    think: str = "letter-first") -> list[dict[str, Any]]:
     """``steps * batch_size`` conversational prompt-completion rows. Rows are visited task by task in turn
     (``_task_round_robin``) and each visited row contributes ``answers_per_prompt`` (default ``batch_size``)
     examples with *different* answers: trained on one random letter per prompt, the model learns that
@@ -197,8 +238,8 @@ def warmup_examples(rows: list[PromptRow], steps: int, batch_size: int, seed: in
         for row in _task_round_robin(rows, rng):
             if len(examples) >= total:
                 break
-            targets = ([gold_target(row)] if answers == "gold"
-                       else warmup_targets(row, min(per_prompt, total - len(examples)), rng, numbers_by_task))
+            targets = ([gold_target(row, think)] if answers == "gold"
+                       else warmup_targets(row, min(per_prompt, total - len(examples)), rng, numbers_by_task, think))
             for target in targets:
                 examples.append({"prompt": [dict(m) for m in row.prompt],
                                  "completion": [{"role": "assistant", "content": target}]})
@@ -229,11 +270,31 @@ def rows_within(rows: list[PromptRow], model_path: str, max_length: int) -> list
     return kept
 
 
-def answer_spread(model: Any, tokenizer: Any, rows: list[PromptRow], limit: int = 8) -> dict[str, Any] | None:
+def _choice_log_probs(model: Any, tokenizer: Any, context: str, choices: list[str]) -> list[float] | None:
+    """The model's log-probability of each ``choices`` continuation of ``context`` (None when a choice does not
+    start on a token boundary of the context, so its tokens cannot be told apart)."""
+    import torch
+
+    start = tokenizer(context, add_special_tokens=False)["input_ids"]
+    scores = []
+    for choice in choices:
+        ids = tokenizer(context + choice, add_special_tokens=False)["input_ids"]
+        if ids[:len(start)] != start or len(ids) == len(start):
+            return None
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids], device=model.device)).logits[0].float()
+        picked = torch.log_softmax(logits[len(start) - 1:len(ids) - 1], dim=-1)
+        scores.append(float(picked.gather(1, torch.tensor(ids[len(start):], device=picked.device)[:, None]).sum()))
+    return scores
+
+
+def answer_spread(model: Any, tokenizer: Any, rows: list[PromptRow], limit: int = 8,
+                  think: str = "letter-first") -> dict[str, Any] | None:
     """How spread the warmed-up model's choice is: on up to ``limit`` multiple-choice rows, its probability
-    of each option letter right after the template's "choose option"; ``entropy`` is the mean normalised
-    entropy (1: every letter equally likely, 0: always one letter) and ``top`` counts each row's most
-    likely letter. None when no row has options (or the letters are not single tokens)."""
+    of each option's choice words (``choice_parts``: " option C" or " Rotate left, which is option C") right
+    after the template's lead, normalised over the options; ``entropy`` is the mean normalised entropy (1:
+    every option equally likely, 0: always one) and ``top`` counts each row's most likely letter. None when
+    no row has options."""
     import math
 
     import torch
@@ -244,14 +305,12 @@ def answer_spread(model: Any, tokenizer: Any, rows: list[PromptRow], limit: int 
     top: dict[str, int] = {}
     for row in [r for r in rows if r.answer_type == "choice" and r.options][:limit]:
         letters = list(option_letters(row.options))
-        ids = [tokenizer(" " + letter, add_special_tokens=False)["input_ids"] for letter in letters]
-        if len(letters) < 2 or any(len(i) != 1 for i in ids):
+        parts = [choice_parts(row, letter, think) for letter in letters]
+        scores = _choice_log_probs(model, tokenizer, render_chat(tokenizer, row.prompt) + parts[0][0],
+                                   [middle for _, middle, _ in parts])
+        if len(letters) < 2 or scores is None:
             continue
-        encoded = tokenizer(render_chat(tokenizer, row.prompt) + CHOICE_LEAD, return_tensors="pt",
-                            add_special_tokens=False).to(model.device)
-        with torch.no_grad():
-            logits = model(**encoded, logits_to_keep=1).logits[0, -1].float()
-        probs = torch.softmax(logits[[i[0] for i in ids]], dim=-1)
+        probs = torch.softmax(torch.tensor(scores), dim=-1)
         entropies.append(float(-(probs * probs.clamp_min(1e-12).log()).sum()) / math.log(len(letters)))
         best = letters[int(probs.argmax())]
         top[best] = top.get(best, 0) + 1
@@ -286,7 +345,8 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
         logger.info("format warm-up: reusing %s", final)
         return str(final)
     examples = warmup_examples(rows_within(rows, model_path, settings.max_length), settings.steps,
-                               settings.batch_size, settings.seed, settings.answers_per_prompt, settings.answers)
+                               settings.batch_size, settings.seed, settings.answers_per_prompt, settings.answers,
+                               settings.think)
     work = output_dir / WARMUP_DIR / "trainer"
     precision = training_precision(dtype)  # full fine-tuning: float32 weights under auto
     config = SFTConfig(
@@ -324,7 +384,7 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
     spread = None
     if state.is_main_process:
         trainer.model.eval()
-        spread = answer_spread(trainer.model, trainer.processing_class, rows)
+        spread = answer_spread(trainer.model, trainer.processing_class, rows, think=settings.think)
         if spread and spread["entropy"] < MIN_SPREAD:
             logger.warning("format warm-up: the model now picks nearly one letter per prompt (mean normalised letter "
                            "entropy %.2f over %d prompts, most likely letters %s): GRPO's groups will mostly agree "

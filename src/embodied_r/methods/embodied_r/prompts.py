@@ -198,6 +198,22 @@ _FRAME_START_RE = re.compile(r"^Frame (\d+): ", re.MULTILINE)
 _FRAME_RE = re.compile(r"Frame (?P<index>\d+): (?:After (?P<action>.*?), )?Observe: (?P<view>.*)\Z", re.DOTALL)
 
 
+def latest_frame_action(user_text: str) -> str | None:
+    r"""How the last ``Frame k:`` line of a reasoner prompt opens: ``"After <action>"``, or ``"Observe"`` for a
+    frame reached without an action; None when the text has no frame lines.
+
+    >>> latest_frame_action("Frame 0: Observe: a sofa.\nFrame 1: After Rotate left, Observe: a door.\nQuestion: x")
+    'After Rotate left'
+    >>> latest_frame_action("Frame 0: Observe: a sofa.") is None, latest_frame_action("no frames") is None
+    (False, True)
+    """
+    starts = list(_FRAME_START_RE.finditer(user_text))
+    if not starts:
+        return None
+    match = re.match(r"(After [^\n]*?), Observe:", user_text[starts[-1].end():])
+    return match.group(1) if match else "Observe"
+
+
 def parse_official_prompt(text: str) -> OfficialPrompt:
     """Split an official reasoner user text into frames and question text (``ValueError`` if it is not
     one). ``build_user_text(frames, "", None, "official", "Question: " + question_text)`` gives the text
