@@ -126,12 +126,13 @@ def last_action_in_text(rows: list[dict[str, Any]]) -> dict[str, int]:
     >>> last_action_in_text([row, {**row, "answer": "A"}, {**row, "task": "object_count"}])
     {'questions': 2, 'stated': 1}
     """
+    from embodied_r.core.parsing import option_texts
     from embodied_r.methods.embodied_r.prompts import latest_frame_action
 
     asked = [r for r in rows if r["task"] == "last_action"]
     stated = 0
     for row in asked:
-        gold = next(o[3:] for o in row["options"] if o.startswith(f"{row['answer']}."))
+        gold = option_texts(row["options"]).get(row["answer"])
         stated += latest_frame_action(row["prompt"][-1]["content"]) == f"After {gold}"
     return {"questions": len(asked), "stated": stated}
 

@@ -27,7 +27,7 @@ def test_shared_prefix_generation_matches_the_plain_path(tiny_lm_dir: Path, monk
     shared = generate_batch(model, tokenizer, texts, max_new_tokens=12)
     plain = generate_batch(model, tokenizer, texts, max_new_tokens=12, share_prefix=False)
     assert shared == plain  # greedy: same tokens whether the prefix is shared or not
-    keyword = generation._cache_keyword(model)
+    keyword = generation.cache_keyword(model)
     assert keyword in calls[0] and keyword not in calls[1]  # the first call really used the shared cache
     single = generate_batch(model, tokenizer, texts[:1], max_new_tokens=12)
     assert single == plain[:1]  # one prompt alone: the same answer as inside the batch

@@ -45,7 +45,7 @@ def shared_prefix_length(token_lists: Sequence[Sequence[int]]) -> int:
     return length
 
 
-def _cache_keyword(model: Any) -> str:
+def cache_keyword(model: Any) -> str:
     # transformers 5.x renamed ``past_key_values`` to ``cache`` (the old name is deprecated).
     import inspect
 
@@ -69,7 +69,7 @@ def generate_batch(model: Any, tokenizer: Any, texts: Sequence[str] | None, max_
     prefix = shared_prefix_length(token_lists) if share_prefix and len(token_lists) > 1 else 0
     if prefix >= MIN_SHARED_PREFIX:
         input_ids, attention = _prefix_layout(token_lists, prefix, tokenizer.pad_token_id, model.device)
-        kwargs[_cache_keyword(model)] = _prefix_cache(model, token_lists[0][:prefix], len(token_lists))
+        kwargs[cache_keyword(model)] = _prefix_cache(model, token_lists[0][:prefix], len(token_lists))
     else:
         input_ids, attention = _prefix_layout(token_lists, 0, tokenizer.pad_token_id, model.device)
     with torch.inference_mode():
@@ -85,7 +85,7 @@ def _prefix_cache(model: Any, prefix: Sequence[int], rows: int) -> Any:
     cache = DynamicCache()
     with torch.inference_mode():
         model(input_ids=torch.tensor([list(prefix)], device=model.device), use_cache=True,
-              **{_cache_keyword(model): cache})
+              **{cache_keyword(model): cache})
     cache.batch_repeat_interleave(rows)
     return cache
 

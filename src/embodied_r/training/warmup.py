@@ -305,10 +305,12 @@ def answer_spread(model: Any, tokenizer: Any, rows: list[PromptRow], limit: int 
     top: dict[str, int] = {}
     for row in [r for r in rows if r.answer_type == "choice" and r.options][:limit]:
         letters = list(option_letters(row.options))
+        if len(letters) < 2:
+            continue
         parts = [choice_parts(row, letter, think) for letter in letters]
         scores = _choice_log_probs(model, tokenizer, render_chat(tokenizer, row.prompt) + parts[0][0],
                                    [middle for _, middle, _ in parts])
-        if len(letters) < 2 or scores is None:
+        if scores is None:
             continue
         probs = torch.softmax(torch.tensor(scores), dim=-1)
         entropies.append(float(-(probs * probs.clamp_min(1e-12).log()).sum()) / math.log(len(letters)))
