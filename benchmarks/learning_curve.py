@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import re
 import sys
 import time
 from collections import Counter
@@ -137,6 +138,51 @@ def last_action_in_text(rows: list[dict[str, Any]]) -> dict[str, int]:
     return {"questions": len(asked), "stated": stated}
 
 
+# The choice words of the option-first and latest-frame warm-up thinks (training.warmup.choice_parts):
+# "... and choose <option text>, which is option <letter>."
+THINK_CHOICE_RE = re.compile(r"\bchoose (?P<text>.+?), which is option [A-Z]\b")
+
+
+def reading(predictions: Any, rows: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """What the ``last_action`` answers read (the sixth run's evidence, docs/learning.md): how often the
+    answered letter is the option of the action the latest frame's line names (``letter_is_latest_action``;
+    a model that reads), how many thinks make a choice in the warm-up's words (``think_choices``), and how
+    many of those choose the latest frame's action (``think_choice_is_latest_action``), the answered
+    letter's option (``think_choice_is_letter``; the think explains the answer) or a text that is no option
+    at all (``think_choice_not_an_option``).
+
+    >>> text = "Frame 0: Observe: a bed.\\nFrame 1: After Rotate left, Observe: x"
+    >>> row = {"task": "last_action", "options": ["A. Move forward", "B. Rotate left"],
+    ...        "prompt": [{"role": "user", "content": text}]}
+    >>> said = {"id": "q", "parsed_answer": "B",
+    ...         "completion": "<think> I choose Move forward, which is option A. </think><answer>B</answer>"}
+    >>> counts = reading([said, {"id": "r", "parsed_answer": None, "completion": "no think"}], {"q": row, "r": row})
+    >>> [counts[k] for k in ("questions", "letter_is_latest_action", "think_choices", "think_choice_is_letter")]
+    [2, 1, 1, 0]
+    """
+    from embodied_r.core.parsing import option_texts
+    from embodied_r.methods.embodied_r.prompts import latest_frame_action
+
+    counts = dict.fromkeys(("questions", "letter_is_latest_action", "think_choices", "think_choice_is_latest_action",
+                            "think_choice_is_letter", "think_choice_not_an_option"), 0)
+    for prediction in predictions:
+        row = rows.get(str(prediction["id"]))
+        if row is None or row["task"] != "last_action":
+            continue
+        options = option_texts(row["options"])
+        answered = options.get(str(prediction.get("parsed_answer")))
+        latest = latest_frame_action(row["prompt"][-1]["content"])
+        counts["questions"] += 1
+        counts["letter_is_latest_action"] += answered is not None and latest == f"After {answered}"
+        choice = THINK_CHOICE_RE.search(str(prediction.get("completion") or ""))
+        if choice:
+            counts["think_choices"] += 1
+            counts["think_choice_is_latest_action"] += latest == f"After {choice['text']}"
+            counts["think_choice_is_letter"] += choice["text"] == answered
+            counts["think_choice_not_an_option"] += choice["text"] not in options.values()
+    return counts
+
+
 def warm_up(args: argparse.Namespace, train: Path, progress: Progress) -> Path:
     """The format warm-up, once, into ``OUT/warmup/model``; every arm starts from it."""
     from embodied_r.inference.models import resolve_model_path
@@ -232,8 +278,9 @@ def part(predictions: dict[str, dict[str, Any]], holdout_task: str, held_out: bo
 
 
 def describe(name: str, step: int, predictions: dict[str, dict[str, Any]], warmup: dict[str, dict[str, Any]],
-             holdout_task: str) -> dict[str, Any]:
-    row: dict[str, Any] = {"name": name, "step": step, "tasks": task_table(predictions.values())["tasks"]}
+             holdout_task: str, rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    row: dict[str, Any] = {"name": name, "step": step, "tasks": task_table(predictions.values())["tasks"],
+                           "reading": reading(predictions.values(), rows)}
     for label, held_out in (("trained_tasks", False), ("holdout_task", True)):
         mine, base = part(predictions, holdout_task, held_out), part(warmup, holdout_task, held_out)
         overall = task_table(mine.values())["overall"] if mine else {"n": 0, "micro": None, "ci95": None}
@@ -258,18 +305,19 @@ def answer_shape(predictions: Any) -> dict[str, Any]:
 def summarise(args: argparse.Namespace) -> dict[str, Any]:
     evals = args.out / "evals"
     warmup = scores_by_id(evals / WARMUP)
-    rows = [describe(WARMUP, 0, warmup, warmup, args.holdout_task)]
+    evaluated = {r["id"]: r for r in read_jsonl(args.out / "data" / "prompts" / "test.jsonl") if r["id"] in warmup}
+    rows = [describe(WARMUP, 0, warmup, warmup, args.holdout_task, evaluated)]
     arms: dict[str, list[dict[str, Any]]] = {}
     for folder in sorted(evals.glob("grpo-*-step*")):
         if not (folder / "metrics.json").is_file():
             continue
         arm, _, step = folder.name[len("grpo-"):].rpartition("-step")
         arms.setdefault(arm, []).append(describe(f"grpo-{arm}", int(step), scores_by_id(folder), warmup,
-                                                 args.holdout_task))
+                                                 args.holdout_task, evaluated))
     sft = []
     if (evals / SFT / "metrics.json").is_file():
         steps = read_json(args.out / SFT / WARMUP / "model" / "warmup.json")["settings"]["steps"]
-        sft = [describe(SFT, steps, scores_by_id(evals / SFT), warmup, args.holdout_task)]
+        sft = [describe(SFT, steps, scores_by_id(evals / SFT), warmup, args.holdout_task, evaluated)]
     metrics = read_json(evals / WARMUP / "metrics.json")
     baselines = {}
     for name, table in (metrics.get("baselines") or {}).items():
@@ -278,7 +326,6 @@ def summarise(args: argparse.Namespace) -> dict[str, Any]:
         baselines[name] = {"trained_tasks": sum(t["score"] * t["n"] for t in seen) / n if n else None,
                            "holdout_task": (table["tasks"].get(args.holdout_task) or {}).get("score"),
                            "tasks": {task: t["score"] for task, t in table["tasks"].items()}}
-    evaluated = [r for r in read_jsonl(args.out / "data" / "prompts" / "test.jsonl") if r["id"] in warmup]
     arm_settings = {arm: yaml.safe_load((args.out / f"grpo-{arm}" / "recipe.yaml").read_text()) for arm in arms}
     return {"held_out_questions": len(warmup), "holdout_task": args.holdout_task, "warmup": rows[0],
             "grpo": {arm: sorted(curve, key=lambda r: r["step"]) for arm, curve in arms.items()},
@@ -288,7 +335,8 @@ def summarise(args: argparse.Namespace) -> dict[str, Any]:
                                                           "temperature")}
                               for arm, s in arm_settings.items()},
             "sft": sft[0] if sft else None, "baselines": baselines,
-            "last_action_in_text": last_action_in_text(evaluated), "stages": read_json(args.out / "state.json")}
+            "last_action_in_text": last_action_in_text(list(evaluated.values())),
+            "stages": read_json(args.out / "state.json")}
 
 
 def print_summary(result: dict[str, Any]) -> None:
@@ -318,6 +366,16 @@ def print_summary(result: dict[str, Any]) -> None:
                 f", {top} on {letters[top]} of {sum(letters.values())} parsed choices" if top else "")
             print(f"  {row['name']:>22s} step {row['step']:3d}: {format_interval(part_['score'], part_['ci95'])} "
                   f"(n={part_['n']}{shape}){versus}")
+            if label == "trained_tasks" or not result["warmup"]["trained_tasks"]["n"]:
+                print_reading(row["reading"])
+
+
+def print_reading(counts: dict[str, int]) -> None:
+    if counts["questions"]:
+        print(f"{'':30s}last_action: letter = the latest frame's action in {counts['letter_is_latest_action']} "
+              f"of {counts['questions']}; the think chooses in {counts['think_choices']}: that action in "
+              f"{counts['think_choice_is_latest_action']}, the letter's option in {counts['think_choice_is_letter']}, "
+              f"no option in {counts['think_choice_not_an_option']}")
 
 
 def plot(result: dict[str, Any], path: Path) -> None:

@@ -94,6 +94,10 @@ def test_summary_separates_the_held_out_task_and_pairs_with_the_warm_up(curve: M
     assert result["baselines"]["random"] == {"trained_tasks": 0.25, "holdout_task": 0.5,
                                              "tasks": {"count": 0.25, "route": 0.5}}
     assert result["last_action_in_text"] == {"questions": 1, "stated": 1}
+    # q0 answered A ("Move forward") where the latest frame says "Rotate left"; no think in the warm-up words.
+    assert final["reading"] == {"questions": 1, "letter_is_latest_action": 0, "think_choices": 0,
+                                "think_choice_is_latest_action": 0, "think_choice_is_letter": 0,
+                                "think_choice_not_an_option": 0}
     curve.print_summary(result)
     curve.plot(result, tmp_path / "curve.png")
     assert (tmp_path / "curve.png").stat().st_size > 10_000
@@ -125,3 +129,32 @@ def test_docstring_examples(curve: ModuleType) -> None:
 
     result = doctest.testmod(curve)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("think", ["option-first", "latest-frame"])
+def test_reading_parses_the_warm_up_s_own_choice_words(curve: ModuleType, think: str) -> None:
+    # The counts read completions in the warm-up's template: built here by the warm-up itself, so a change
+    # of its wording that the parser does not follow fails this test instead of counting nothing.
+    from embodied_r.core.records import PromptRow
+    from embodied_r.training.warmup import choice_parts
+
+    text = "Frame 0: Observe: a bed.\nFrame 1: After Rotate left, Observe: a door."
+    row = PromptRow(id="q", task="last_action", prompt=[{"role": "user", "content": text}], answer="B",
+                    options=["A. Move forward", "B. Rotate left", "C. Rotate right"])
+    rows = {"q": row.to_dict(), "p": {**row.to_dict(), "id": "p"}}
+
+    def said(letter: str, answered: str) -> dict[str, str]:
+        return {"id": "q", "parsed_answer": answered, "completion": "".join(choice_parts(row, letter, think))}
+
+    consistent_reader = said("B", "B")
+    assert curve.reading([consistent_reader], rows) == {
+        "questions": 1, "letter_is_latest_action": 1, "think_choices": 1, "think_choice_is_latest_action": 1,
+        "think_choice_is_letter": 1, "think_choice_not_an_option": 0}
+    # The think chooses A, the answer says C; a think that names no option at all; a non-last-action row.
+    off = said("A", "C")
+    elsewhere = {**said("B", "B"), "completion": "<think> I choose Turn around, which is option B. </think>"}
+    other_task = {**said("B", "B"), "id": "p"}
+    rows["p"]["task"] = "object_count"
+    counts = curve.reading([off, elsewhere, other_task], rows)
+    assert counts == {"questions": 2, "letter_is_latest_action": 1, "think_choices": 2,
+                      "think_choice_is_latest_action": 0, "think_choice_is_letter": 0, "think_choice_not_an_option": 1}

@@ -2,7 +2,7 @@
 
 Without the cache every new token re-reads the whole ~1,000-token prompt, which on a CPU is the
 difference between seconds and minutes per step; this guards TRL's explicit generation config, on TRL's
-sampling path and on the shared-prefix one (a prefill per distinct prompt, then one token per forward).
+sampling path and on the shared-prefix one (one prefill of the distinct prompts, then one token per forward).
 """
 
 from __future__ import annotations
@@ -14,40 +14,43 @@ from embodied_r.training.grpo import build_trainer
 from embodied_r.training.recipe import load_recipe
 
 
-def forward_lengths(tiny_recipe, shared: bool) -> list[int]:
+def forward_shapes(tiny_recipe, shared: bool) -> list[tuple[int, int]]:
+    """(rows, tokens) of every no-grad forward of one training step's sampling."""
     recipe = load_recipe(tiny_recipe(max_steps=1, max_completion_length=6, shared_prefix_generation=shared))
     trainer, _ = build_trainer(recipe)
     assert trainer.model.config.use_cache is False  # what makes the guard necessary
-    lengths: list[int] = []
+    shapes: list[tuple[int, int]] = []
     original = trainer.model.forward
 
     def spy(*args, **kwargs):
         if not torch.is_grad_enabled() and kwargs.get("input_ids") is not None:
-            lengths.append(int(kwargs["input_ids"].shape[1]))
+            shapes.append(tuple(kwargs["input_ids"].shape))
         return original(*args, **kwargs)
 
     trainer.model.forward = spy
     trainer.train()
-    return lengths
+    return shapes
 
 
-def prefills_and_decodes(lengths: list[int]) -> list[list[int]]:
-    """The forward lengths cut where a forward reads more than one token: ``[[prefill, decode...], ...]``."""
-    runs: list[list[int]] = []
-    for length in lengths:
-        if length > 1 or not runs:
-            runs.append([length])
+def prefills_and_decodes(shapes: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """The forward shapes cut where a forward reads more than one token: ``[[prefill, decode...], ...]``."""
+    runs: list[list[tuple[int, int]]] = []
+    for shape in shapes:
+        if shape[1] > 1 or not runs:
+            runs.append([shape])
         else:
-            runs[-1].append(length)
+            runs[-1].append(shape)
     return runs
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["trl-sampling", "shared-prefix-sampling"])
 def test_rollouts_feed_one_new_token_per_forward(tiny_recipe, shared: bool) -> None:
-    lengths = forward_lengths(tiny_recipe, shared)
-    runs = prefills_and_decodes(lengths)
-    # TRL's path prefills the whole left-padded batch once; the shared path prefills each distinct prompt.
-    assert len(runs) == (2 if shared else 1), f"forward lengths {lengths}"
-    for prefill, *decode in runs:
-        assert prefill > 1 and decode, f"forward lengths {lengths}"
-        assert set(decode) == {1}, f"decoding re-reads the sequence: forward lengths {lengths}"
+    shapes = forward_shapes(tiny_recipe, shared)
+    runs = prefills_and_decodes(shapes)
+    assert len(runs) == 1, f"forward shapes {shapes}"
+    (prefill, *decode), = runs
+    # TRL's path prefills all 4 rows of the tiny recipe (2 prompts x 2 completions); the shared path
+    # prefills the 2 distinct prompts, then decodes every row together.
+    assert prefill[0] == (2 if shared else 4) and prefill[1] > 1 and decode, f"forward shapes {shapes}"
+    assert {tokens for _, tokens in decode} == {1}, f"decoding re-reads the sequence: forward shapes {shapes}"
+    assert {rows for rows, _ in decode} == {4}, f"forward shapes {shapes}"

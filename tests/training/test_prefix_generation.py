@@ -101,3 +101,18 @@ def test_training_samples_through_the_shared_path_and_the_switch_turns_it_off(ti
     trainer.train()
     assert calls == []
     assert any("shared_prefix_generation is off" in r.getMessage() for r in caplog.records)
+
+
+def test_sampled_tokens_equal_trls_under_the_same_seed(tiny_model) -> None:
+    # All rows are decoded in one call, in TRL's row order, so the sampler draws the same random numbers
+    # for the same rows: equal tokens mean equal sampling distributions, not only equal argmaxes.
+    config = GenerationConfig(max_new_tokens=10, do_sample=True, temperature=1.0, top_k=50, top_p=0.9,
+                              pad_token_id=3, eos_token_id=[2])
+    rows = groups_of(4)
+    torch.manual_seed(7)
+    shared = prefix_generation.generate_sharing_prompts(tiny_model, rows, config, [2])
+    torch.manual_seed(7)
+    with torch.no_grad():
+        stock = stock_generate(tiny_model, rows, config, pad_id=3, eos_ids=[2])
+    assert shared == stock
+    assert len({tuple(c) for c in shared}) > 4  # sampled, not greedy

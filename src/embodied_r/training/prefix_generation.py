@@ -1,11 +1,11 @@
 """Sampling a GRPO group with its prompt encoded once (the generation half of the shared prefix).
 
 TRL's transformers path samples a generation batch as one left-padded ``generate`` call: every one of a
-group's G rows carries the same prompt, so the prompt is encoded G times before the first new token (on
-this project's CPU recipe, 2 prompts x 4 completions, sampling this way is 1.56x faster: docs/performance.md).
-Here each distinct prompt is encoded once, its key/value cache
-is repeated for its rows, and ``generate`` continues from it: each row's tokens are drawn from the same
-distribution as TRL's (greedy decoding gives the same tokens, tested), only the prompt is not recomputed.
+group's G rows carries the same prompt, so the prompt is encoded G times before the first new token.
+Here the distinct prompts are encoded once each (one left-padded batch of them), each prompt's key/value
+cache is copied to its rows, and one ``generate`` call continues every row: each row's tokens are drawn
+from the same distribution as TRL's (greedy decoding gives the same tokens, tested), only the prompt is
+not recomputed. Measured against TRL's layout: ``benchmarks/sampling.py`` (docs/performance.md).
 
 Used for text rows on the plain transformers path; vLLM (which caches prefixes itself), continuous
 batching, image rows and a configured ``cache_implementation`` keep TRL's path, and the trainer says why.
@@ -58,25 +58,37 @@ def cut_at_eos(completions: torch.Tensor, eos_token_ids: list[int]) -> list[list
 def generate_sharing_prompts(model: Any, prompt_ids: list[list[int]], generation_config: Any,
                              eos_token_ids: list[int]) -> list[list[int]]:
     """Completion token ids for every row of ``prompt_ids`` (in order); rows with the same prompt share
-    one encoding of it. ``model`` is the unwrapped model, called under ``torch.no_grad``."""
+    one encoding of it. ``model`` is the unwrapped model, called under ``torch.no_grad``.
+
+    The distinct prompts are left-padded into one batch (the layout TRL gives the whole generation batch)
+    and encoded together; each row then gets a copy of its prompt's cache, and all rows are sampled in
+    one ``generate`` call, so the decoding steps of different prompts share their forward passes."""
     from transformers import DynamicCache
 
     from embodied_r.inference.generation import cache_keyword
 
     device = next(model.parameters()).device
-    cache_kwarg = cache_keyword(model)
-    completions: list[list[int] | None] = [None] * len(prompt_ids)
-    for ids, rows in prompt_groups(prompt_ids):
-        inputs = torch.tensor([ids] * len(rows), device=device)
-        cache = None
-        if len(ids) > 1:
-            # All but the last prompt token go into the cache; generate feeds the last one itself, which
-            # gives it the logits of the first new token.
-            cache = DynamicCache(config=model.config)
-            model(input_ids=inputs[:1, :-1], use_cache=True, logits_to_keep=1, **{cache_kwarg: cache})
-            cache.batch_repeat_interleave(len(rows))
-        generated = model.generate(input_ids=inputs, attention_mask=torch.ones_like(inputs),
-                                   generation_config=generation_config, **{cache_kwarg: cache})
-        for row, tokens in zip(rows, cut_at_eos(generated[:, len(ids):], eos_token_ids)):
-            completions[row] = tokens
-    return completions  # type: ignore[return-value]
+    groups = prompt_groups(prompt_ids)
+    width = max(len(ids) for ids, _ in groups)
+    pad_id = generation_config.pad_token_id if generation_config.pad_token_id is not None else eos_token_ids[0]
+    padded = torch.full((len(groups), width), pad_id, dtype=torch.long, device=device)
+    mask = torch.zeros_like(padded)
+    owner = [0] * len(prompt_ids)  # the group (distinct prompt) of each row
+    for index, (ids, rows) in enumerate(groups):
+        padded[index, width - len(ids):] = torch.tensor(ids, device=device)
+        mask[index, width - len(ids):] = 1
+        for row in rows:
+            owner[row] = index
+    cache = None
+    if width > 1:
+        # All but the last prompt token go into the cache; generate feeds the last one itself, which gives
+        # it the logits of the first new token. Positions count real tokens only, as generate's do.
+        cache = DynamicCache(config=model.config)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        model(input_ids=padded[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
+              use_cache=True, logits_to_keep=1, **{cache_keyword(model): cache})
+        cache.batch_select_indices(torch.tensor(owner, device=device))
+    rows = torch.tensor(owner, device=device)
+    generated = model.generate(input_ids=padded[rows], attention_mask=mask[rows], generation_config=generation_config,
+                               **{cache_keyword(model): cache})
+    return cut_at_eos(generated[:, width:], eos_token_ids)

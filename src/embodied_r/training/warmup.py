@@ -129,7 +129,8 @@ def _distinct(pool: list[Any], count: int, rng: random.Random) -> list[Any]:
 #                 in view. It carries no choice (the answers stay random) but states the answer of
 #                 last-action questions, so a policy can learn from its rewards to choose what it quoted.
 THINK_STYLES = ("letter-first", "option-first", "latest-frame")
-CHOICE_LEAD = "<think> I compare the observations with each option and choose"
+# The words before the choice, after the opening tag and any latest-frame quote.
+CHOICE_LEAD = " I compare the observations with each option and choose"
 # Below this mean normalised entropy of the choice (over the options) the warmed-up policy nearly always
 # samples one option per prompt, so GRPO's groups mostly agree and carry no advantage.
 MIN_SPREAD = 0.3
@@ -153,7 +154,7 @@ def choice_parts(row: PromptRow, letter: str, think: str = "letter-first") -> tu
     the rest; ``answer_spread`` reads the model's probability of each option's middle part."""
     text = option_texts(row.options).get(letter)
     answer = f"</think>\n<answer>{_answer_text(row, letter)}</answer>"
-    lead = "<think>" + _latest_quote(row, think) + CHOICE_LEAD.removeprefix("<think>")
+    lead = "<think>" + _latest_quote(row, think) + CHOICE_LEAD
     if think == "letter-first" or not text:
         return lead, f" option {letter}", (f", {text}. " if text else ". ") + answer
     return lead, f" {text}, which is option {letter}", ". " + answer
@@ -388,7 +389,7 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
         trainer.model.eval()
         spread = answer_spread(trainer.model, trainer.processing_class, rows, think=settings.think)
         if spread and spread["entropy"] < MIN_SPREAD:
-            logger.warning("format warm-up: the model now picks nearly one letter per prompt (mean normalised letter "
+            logger.warning("format warm-up: the model now picks nearly one option per prompt (mean normalised option "
                            "entropy %.2f over %d prompts, most likely letters %s): GRPO's groups will mostly agree "
                            "and carry no signal. Train each prompt's letters in one step (batch_size = "
                            "answers_per_prompt, micro_batch_size to bound memory) or lower learning_rate",
