@@ -24,10 +24,10 @@ import torch
 
 def left_padded_generate(model: Any, prompt_ids: list[list[int]], config: Any, pad_id: int) -> list[list[int]]:
     """The baseline: every row left-padded into one batch and generated at once (TRL's layout)."""
-    width = max(map(len, prompt_ids))
-    ids = torch.tensor([[pad_id] * (width - len(p)) + p for p in prompt_ids])
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompt_ids])
-    return model.generate(input_ids=ids, attention_mask=mask, generation_config=config)[:, width:].tolist()
+    from embodied_r.inference.generation import prefix_layout
+
+    ids, mask = prefix_layout(prompt_ids, 0, pad_id, model.device)
+    return model.generate(input_ids=ids, attention_mask=mask, generation_config=config)[:, ids.shape[1]:].tolist()
 
 
 def shape_rows(tokenizer: Any, rows: list[Any], prompts: int, generations: int) -> list[list[int]]:

@@ -68,10 +68,10 @@ def generate_batch(model: Any, tokenizer: Any, texts: Sequence[str] | None, max_
         token_lists = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts or ()]
     prefix = shared_prefix_length(token_lists) if share_prefix and len(token_lists) > 1 else 0
     if prefix >= MIN_SHARED_PREFIX:
-        input_ids, attention = _prefix_layout(token_lists, prefix, tokenizer.pad_token_id, model.device)
+        input_ids, attention = prefix_layout(token_lists, prefix, tokenizer.pad_token_id, model.device)
         kwargs[cache_keyword(model)] = _prefix_cache(model, token_lists[0][:prefix], len(token_lists))
     else:
-        input_ids, attention = _prefix_layout(token_lists, 0, tokenizer.pad_token_id, model.device)
+        input_ids, attention = prefix_layout(token_lists, 0, tokenizer.pad_token_id, model.device)
     with torch.inference_mode():
         output = model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
     return tokenizer.batch_decode(output[:, input_ids.shape[1]:], skip_special_tokens=True)
@@ -90,8 +90,9 @@ def _prefix_cache(model: Any, prefix: Sequence[int], rows: int) -> Any:
     return cache
 
 
-def _prefix_layout(token_lists: Sequence[Sequence[int]], prefix: int, pad_id: int, device: Any) -> tuple[Any, Any]:
-    """``[prefix][padding][own tokens]`` ids and mask; the padding sits where no row attends to it."""
+def prefix_layout(token_lists: Sequence[Sequence[int]], prefix: int, pad_id: int, device: Any) -> tuple[Any, Any]:
+    """``[prefix][padding][own tokens]`` ids and mask; the padding sits where no row attends to it (with
+    ``prefix`` 0: plain left padding, the layout of TRL's generation batch)."""
     import torch
 
     width = max(len(t) - prefix for t in token_lists)

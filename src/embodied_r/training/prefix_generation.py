@@ -65,20 +65,17 @@ def generate_sharing_prompts(model: Any, prompt_ids: list[list[int]], generation
     one ``generate`` call, so the decoding steps of different prompts share their forward passes."""
     from transformers import DynamicCache
 
-    from embodied_r.inference.generation import cache_keyword
+    from embodied_r.inference.generation import cache_keyword, prefix_layout
 
     device = next(model.parameters()).device
     groups = prompt_groups(prompt_ids)
-    width = max(len(ids) for ids, _ in groups)
+    owner = torch.empty(len(prompt_ids), dtype=torch.long)  # the distinct prompt of each row
+    for index, (_, rows) in enumerate(groups):
+        owner[rows] = index
+    owner = owner.to(device)
     pad_id = generation_config.pad_token_id if generation_config.pad_token_id is not None else eos_token_ids[0]
-    padded = torch.full((len(groups), width), pad_id, dtype=torch.long, device=device)
-    mask = torch.zeros_like(padded)
-    owner = [0] * len(prompt_ids)  # the group (distinct prompt) of each row
-    for index, (ids, rows) in enumerate(groups):
-        padded[index, width - len(ids):] = torch.tensor(ids, device=device)
-        mask[index, width - len(ids):] = 1
-        for row in rows:
-            owner[row] = index
+    padded, mask = prefix_layout([ids for ids, _ in groups], 0, pad_id, device)
+    width = padded.shape[1]
     cache = None
     if width > 1:
         # All but the last prompt token go into the cache; generate feeds the last one itself, which gives
@@ -87,8 +84,7 @@ def generate_sharing_prompts(model: Any, prompt_ids: list[list[int]], generation
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         model(input_ids=padded[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
               use_cache=True, logits_to_keep=1, **{cache_keyword(model): cache})
-        cache.batch_select_indices(torch.tensor(owner, device=device))
-    rows = torch.tensor(owner, device=device)
-    generated = model.generate(input_ids=padded[rows], attention_mask=mask[rows], generation_config=generation_config,
+        cache.batch_select_indices(owner)
+    generated = model.generate(input_ids=padded[owner], attention_mask=mask[owner], generation_config=generation_config,
                                **{cache_keyword(model): cache})
     return cut_at_eos(generated[:, width:], eos_token_ids)
