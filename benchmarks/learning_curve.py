@@ -28,7 +28,9 @@ docs/learning.md, sixth run):
         --prompts 2 --generations 8 --learning-rate 1e-5 --steps 40 --eval-every 20
 
 ``--set`` overrides any recipe key of the GRPO arm (YAML values, dotted keys for nested ones); each arm
-is its own folder, and the summary and plot show every arm found in ``OUT``.
+is its own folder, and the summary and plot show every arm found in ``OUT``. ``--dtype`` fixes the
+precision of every model stage (``auto`` gives bf16 passes on a CPU with bf16 and float32 elsewhere, so
+the same command differs between machines); one ``OUT`` holds one precision.
 """
 
 from __future__ import annotations
@@ -77,6 +79,20 @@ class Progress:
         self.done[name] = {"seconds": seconds, **({"peak_rss_gib": round(peak_gib, 2)} if peak_gib else {})}
         atomic_write_json(self.path, self.done)
         print(f"  {name}: done in {seconds:.0f} s", flush=True)
+
+
+def check_dtype(out: Path, dtype: str, progress: Progress) -> None:
+    """Every model stage of one ``OUT`` runs in one precision: the warm-up, its evaluation and the arms
+    are reused across runs, so a second run with another ``--dtype`` would compare models trained in
+    different precisions. An ``OUT`` from before this option ran with ``auto``."""
+    path = out / "dtype.txt"
+    trained = path.read_text(encoding="utf-8").strip() if path.is_file() else None
+    if trained is None and WARMUP in progress.done:
+        trained = "auto"
+    if trained is not None and trained != dtype:
+        raise SystemExit(f"{out} holds models trained with --dtype {trained}, not {dtype}: choose another --out "
+                         f"(its data folder can be copied to skip the data stages)")
+    atomic_write_text(path, dtype + "\n")
 
 
 def build_data(args: argparse.Namespace, progress: Progress) -> tuple[Path, Path]:
@@ -194,7 +210,8 @@ def warm_up(args: argparse.Namespace, train: Path, progress: Progress) -> Path:
         # The demo's warm-up (each optimizer step: one prompt with all four letters), with more steps.
         demo_warmup = training_recipe(args.out, DemoSize(0, 0, 0, 0, 0, 0), args.model)["format_warmup"]
         settings = WarmupSettings.from_config({**demo_warmup, "steps": args.warmup_steps, "think": args.warmup_think})
-        run_format_warmup(settings, load_prompt_rows(str(train)), resolve_model_path(args.model), args.out)
+        run_format_warmup(settings, load_prompt_rows(str(train)), resolve_model_path(args.model), args.out,
+                          dtype=args.dtype)
         gc.collect()
         progress.record(WARMUP, started)
     return args.out / WARMUP / "model"
@@ -213,7 +230,7 @@ def supervised(args: argparse.Namespace, train: Path, start: Path, progress: Pro
                                                "learning_rate": args.sft_learning_rate, "seed": 1,
                                                # one example per pass: no checkpointing needed (~25 % faster)
                                                "micro_batch_size": 1, "gradient_checkpointing": False})
-        run_format_warmup(settings, load_prompt_rows(str(train)), str(start), out)
+        run_format_warmup(settings, load_prompt_rows(str(train)), str(start), out, dtype=args.dtype)
         gc.collect()
         progress.record(SFT, started)
     return out / WARMUP / "model"
@@ -232,7 +249,7 @@ def grpo_recipe(args: argparse.Namespace, train: Path, start: Path, out: Path) -
         judge_probe=None, allow_weak_judge=False,
         num_generations=args.generations, per_device_train_batch_size=args.prompts * args.generations,
         learning_rate=args.learning_rate, max_steps=args.steps, save_steps=args.eval_every,
-        save_strategy="steps", max_completion_length=args.max_new_tokens,
+        save_strategy="steps", max_completion_length=args.max_new_tokens, dtype=args.dtype,
     )
     return merge_overrides(recipe, parse_overrides(args.set))
 
@@ -242,6 +259,7 @@ def evaluate(args: argparse.Namespace, name: str, model: Path, test: Path, progr
     out = args.out / "evals" / name
     progress.run(f"eval:{name}", ["eval", "--data", str(test), "--model", str(model), "--out", str(out),
                                   "--batch-size", "8", "--max-new-tokens", str(args.max_new_tokens),
+                                  "--dtype", args.dtype,
                                   "--baselines", baselines, "--no-report"])
     return out
 
@@ -466,6 +484,9 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64, help="completion budget, training and eval")
     parser.add_argument("--set", action="append", default=[], help="GRPO recipe override key=value")
     parser.add_argument("--no-sft", action="store_true", help="skip the supervised arm")
+    parser.add_argument("--dtype", default="auto",
+                        help="precision of every training and evaluation stage: auto (bf16 passes where the CPU has "
+                        "bf16, float32 elsewhere) | float32 | bfloat16; one per OUT")
     args = parser.parse_args()
     if args.steps % args.eval_every:
         parser.error("--steps must be a multiple of --eval-every")
@@ -476,6 +497,7 @@ def main() -> int:
                      f"nor the --holdout-task")
     args.out.mkdir(parents=True, exist_ok=True)
     progress = Progress(args.out)
+    check_dtype(args.out, args.dtype, progress)
     print("data:", flush=True)
     train, test = build_data(args, progress)
     print(f"training rows: {len(read_jsonl(train))} (without {args.holdout_task}); held-out: {len(read_jsonl(test))}")

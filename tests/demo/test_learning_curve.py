@@ -27,7 +27,7 @@ def curve() -> ModuleType:
 
 def arguments(out: Path, **changes: object) -> argparse.Namespace:
     values = {"out": out, "holdout_task": "route", "steps": 4, "eval_every": 2, "arm": "a", "prompts": 2,
-              "generations": 4, "learning_rate": 5e-5, "max_new_tokens": 32, "set": []}
+              "generations": 4, "learning_rate": 5e-5, "max_new_tokens": 32, "set": [], "dtype": "auto"}
     values.update(changes)
     return argparse.Namespace(**values)
 
@@ -43,6 +43,23 @@ def test_the_grpo_recipe_loads_and_overrides_apply(curve: ModuleType, tmp_path: 
     assert loaded.format_warmup is None and loaded.reward_names == ["format", "accuracy"]
     assert loaded.model == str(tmp_path / "warmup" / "model")  # every arm starts from the one warm-up
     assert loaded.trl["save_steps"] == 2 and loaded.trl["max_steps"] == 4  # a checkpoint per evaluation
+
+
+def test_the_dtype_reaches_the_grpo_recipe_and_one_out_keeps_one(curve: ModuleType, tmp_path: Path) -> None:
+    args = arguments(tmp_path, dtype="float32")
+    recipe = curve.grpo_recipe(args, tmp_path / "t.jsonl", tmp_path / "m", tmp_path / "a")
+    assert recipe["dtype"] == "float32"
+    progress = curve.Progress(tmp_path)
+    curve.check_dtype(tmp_path, "float32", progress)
+    curve.check_dtype(tmp_path, "float32", progress)  # the same precision again: resumes
+    with pytest.raises(SystemExit, match="trained with --dtype float32, not auto"):
+        curve.check_dtype(tmp_path, "auto", progress)
+    # An OUT from before the option, whose warm-up has run, was trained with auto.
+    older = tmp_path / "older"
+    older.mkdir()
+    (older / "state.json").write_text(json.dumps({curve.WARMUP: {"seconds": 1.0}}))
+    with pytest.raises(SystemExit, match="--dtype auto, not float32"):
+        curve.check_dtype(older, "float32", curve.Progress(older))
 
 
 def write_eval(folder: Path, scores: dict[str, tuple[str, float]], baselines: dict | None = None) -> None:
