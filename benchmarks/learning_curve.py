@@ -89,10 +89,11 @@ def check_dtype(out: Path, dtype: str, progress: Progress) -> None:
     trained = path.read_text(encoding="utf-8").strip() if path.is_file() else None
     if trained is None and WARMUP in progress.done:
         trained = "auto"
-    if trained is not None and trained != dtype:
+    if trained is None:
+        atomic_write_text(path, dtype + "\n")
+    elif trained != dtype:
         raise SystemExit(f"{out} holds models trained with --dtype {trained}, not {dtype}: choose another --out "
                          f"(its data folder can be copied to skip the data stages)")
-    atomic_write_text(path, dtype + "\n")
 
 
 def build_data(args: argparse.Namespace, progress: Progress) -> tuple[Path, Path]:
@@ -345,12 +346,13 @@ def summarise(args: argparse.Namespace) -> dict[str, Any]:
                            "holdout_task": (table["tasks"].get(args.holdout_task) or {}).get("score"),
                            "tasks": {task: t["score"] for task, t in table["tasks"].items()}}
     arm_settings = {arm: yaml.safe_load((args.out / f"grpo-{arm}" / "recipe.yaml").read_text()) for arm in arms}
-    return {"held_out_questions": len(warmup), "holdout_task": args.holdout_task, "warmup": rows[0],
+    return {"held_out_questions": len(warmup), "holdout_task": args.holdout_task, "dtype": args.dtype,
+            "warmup": rows[0],
             "grpo": {arm: sorted(curve, key=lambda r: r["step"]) for arm, curve in arms.items()},
             "grpo_settings": {arm: {k: s.get(k) for k in ("learning_rate", "num_generations",
                                                           "per_device_train_batch_size", "max_steps", "lora",
                                                           "rewards", "reward_weights", "max_completion_length",
-                                                          "temperature")}
+                                                          "temperature", "seed", "dtype")}
                               for arm, s in arm_settings.items()},
             "sft": sft[0] if sft else None, "baselines": baselines,
             "last_action_in_text": last_action_in_text(list(evaluated.values())),
@@ -484,7 +486,7 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64, help="completion budget, training and eval")
     parser.add_argument("--set", action="append", default=[], help="GRPO recipe override key=value")
     parser.add_argument("--no-sft", action="store_true", help="skip the supervised arm")
-    parser.add_argument("--dtype", default="auto",
+    parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
                         help="precision of every training and evaluation stage: auto (bf16 passes where the CPU has "
                         "bf16, float32 elsewhere) | float32 | bfloat16; one per OUT")
     args = parser.parse_args()

@@ -62,6 +62,16 @@ def test_the_dtype_reaches_the_grpo_recipe_and_one_out_keeps_one(curve: ModuleTy
         curve.check_dtype(older, "float32", curve.Progress(older))
 
 
+def test_an_unknown_dtype_is_refused_before_anything_runs(curve: ModuleType, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("sys.argv", ["learning_curve.py", "--out", str(tmp_path / "out"), "--dtype", "fp8"])
+    with pytest.raises(SystemExit):
+        curve.main()
+    assert "invalid choice: 'fp8'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # refused before the data stages
+
+
 def write_eval(folder: Path, scores: dict[str, tuple[str, float]], baselines: dict | None = None) -> None:
     folder.mkdir(parents=True)
     rows = [{"id": i, "task": task, "score": score, "parsed_answer": "A"} for i, (task, score) in scores.items()]
@@ -83,7 +93,7 @@ def test_summary_separates_the_held_out_task_and_pairs_with_the_warm_up(curve: M
     (tmp_path / "sft" / "warmup" / "model").mkdir(parents=True)
     (tmp_path / "sft" / "warmup" / "model" / "warmup.json").write_text(json.dumps({"settings": {"steps": 4}}))
     (tmp_path / "grpo-a").mkdir()
-    (tmp_path / "grpo-a" / "recipe.yaml").write_text(yaml.safe_dump({"learning_rate": 5e-5}))
+    (tmp_path / "grpo-a" / "recipe.yaml").write_text(yaml.safe_dump({"learning_rate": 5e-5, "seed": 1}))
     (tmp_path / "state.json").write_text("{}")
     prompts = tmp_path / "data" / "prompts"
     prompts.mkdir(parents=True)
@@ -99,6 +109,7 @@ def test_summary_separates_the_held_out_task_and_pairs_with_the_warm_up(curve: M
     result = curve.summarise(arguments(tmp_path))
 
     assert result["held_out_questions"] == 30
+    assert result["dtype"] == "auto" and result["grpo_settings"]["a"]["seed"] == 1  # what tells two arms apart
     steps = result["grpo"]["a"]
     assert [r["step"] for r in steps] == [2, 4]
     final = steps[-1]
