@@ -6,7 +6,7 @@ are evaluated on held-out questions with an evaluation judge that is not the rew
 judge is the warmed-up policy (``reference_model: policy``); the default evaluation judge is the
 shipped model, probed on the held-out questions first. Printed: each arm's accuracy and consistency
 rate with 95 % intervals, and the paired difference (consistency arm minus accuracy arm) on the same
-questions, whose verdict follows from its interval.
+questions with its interval and the p-value of an exact paired test, whose verdict it is.
 
 Everything runs through the CLI (``embodied-r train`` / ``embodied-r eval``), so what is measured is what
 a user runs; a finished arm is reused when the script is run again.
@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from embodied_r.core.intervals import format_interval, paired_difference, score_interval
+from embodied_r.core.intervals import format_comparison, format_interval, paired_difference, score_interval
 from embodied_r.core.io import read_json, read_jsonl
 from embodied_r.demo import DemoSize, training_recipe
 
@@ -141,9 +141,8 @@ def main() -> int:
     for name, values in (("consistency rate (all choice answers)", consistent), ("accuracy", scores)):
         diff = paired_difference(values["accuracy"], values["consistency"])
         result[f"difference_{name.split()[0]}"] = diff
-        low, high = diff["ci95"]
-        print(f"  {name}, consistency arm - accuracy arm: {100 * diff['difference']:+.1f} points "
-              f"[{100 * low:+.1f}, {100 * high:+.1f}] on {diff['n']} questions -> {diff['verdict']}")
+        test = f" (points; {diff['test']} test)" if diff["test"] else ""
+        print(f"  {name}, consistency arm - accuracy arm{test}: {format_comparison(diff)}")
     result["seconds"] = round(time.perf_counter() - started, 1)
     (args.out / "ablation.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
     print(f"wrote {args.out / 'ablation.json'} ({result['seconds']:.0f} s)")

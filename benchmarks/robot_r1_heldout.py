@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from embodied_r.core.intervals import format_interval, prediction_difference
+from embodied_r.core.intervals import format_comparison, format_interval, prediction_difference
 from embodied_r.core.io import read_jsonl
 
 SPLITS = ("test_in", "test_out")
@@ -89,7 +89,7 @@ def markdown(summary: dict[str, Any], models: list[str], compare: tuple[str, str
                 "n (" + " / ".join(present) + ")", *present, "random", "letter prior"]
         compare_here = compare and "difference" in rows["all"]
         if compare_here:
-            head.append(f"{compare[1]} − {compare[0]} [95 % CI]")
+            head.append(f"{compare[1]} − {compare[0]} [95 % CI], exact-test p")
         lines += [f"\n**{split}**\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for task, row in rows.items():
             counts = list(dict.fromkeys(str(row[m]["n"]) for m in present))  # one, or each model's where they differ
@@ -102,10 +102,7 @@ def markdown(summary: dict[str, Any], models: list[str], compare: tuple[str, str
                 cells.append(text)
             cells += [f"{100 * row[k]:.1f}" if row.get(k) is not None else "–" for k in ("random", "prior")]
             if compare_here:
-                diff = row["difference"]
-                cells.append("–" if diff["difference"] is None else
-                             f"{100 * diff['difference']:+.1f} [{100 * diff['ci95'][0]:+.1f}, "
-                             f"{100 * diff['ci95'][1]:+.1f}] {diff['verdict']}")
+                cells.append(format_comparison(row["difference"]))
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -116,7 +116,7 @@ def test_summary_separates_the_held_out_task_and_pairs_with_the_warm_up(curve: M
     assert final["trained_tasks"]["n"] == 20 and final["holdout_task"]["n"] == 10
     assert final["trained_tasks"]["score"] == 1.0 and final["holdout_task"]["score"] == 0.0
     assert final["trained_tasks"]["vs_warmup"]["verdict"] == "better"
-    assert final["holdout_task"]["vs_warmup"]["verdict"] == "no measurable change"
+    assert final["holdout_task"]["vs_warmup"]["verdict"] == "too few differing answers"  # no answer changed
     assert steps[0]["trained_tasks"]["vs_warmup"]["difference"] == 0.0
     assert result["sft"]["holdout_task"]["vs_warmup"]["verdict"] == "better" and result["sft"]["step"] == 4
     assert result["baselines"]["random"] == {"trained_tasks": 0.25, "holdout_task": 0.5,

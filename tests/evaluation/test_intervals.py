@@ -1,4 +1,4 @@
-"""Intervals of scores and of paired differences: deterministic, and verdicts that follow them."""
+"""Intervals of scores and of paired differences: deterministic, with verdicts from the exact paired test."""
 
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ def test_paired_difference_uses_shared_questions_only() -> None:
     after["extra"] = 1.0  # not in before: ignored
     diff = paired_difference(before, after)
     assert diff["n"] == 40 and diff["difference"] == 0.75 and diff["verdict"] == "better"
+    assert diff["test"] == "sign" and diff["p_value"] == 2 / 2 ** 30 and (diff["improved"], diff["worsened"]) == (30, 0)
     assert 0.55 < diff["ci95"][0] < 0.75 < diff["ci95"][1] < 0.9
     worse = paired_difference(after, before)
-    assert worse["verdict"] == "worse" and worse["difference"] == -0.75
+    assert worse["verdict"] == "worse" and worse["difference"] == -0.75 and worse["worsened"] == 30
     assert paired_difference({"a": 1.0}, {"b": 1.0})["verdict"] == "no shared questions"
 
 

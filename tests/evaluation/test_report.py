@@ -66,7 +66,8 @@ def test_report_before_after_and_training(tmp_path: Path) -> None:
     assert "<th>n</th>" in page and "before [95 % interval]" in page
     assert "25.0 [4.6, 69.9]" in page  # 1 of 4 correct: Wilson's interval
     assert "Differences (paired on the same questions)" in page and "after − before" in page
-    assert "+50.0" in page and "no measurable change" in page  # 2 of 4 questions changed: not enough
+    # 2 of 4 questions changed, both for the better: no exact test can decide on two pairs.
+    assert "+50.0" in page and "too few differing answers" in page and "p (exact test)" in page
     assert "img{max-width:100%" in page
     # The held-out curve over training, with n and the interval of every point.
     assert "Held-out evaluations during training" in page and "40.0 [26.3, 55.4]" in page

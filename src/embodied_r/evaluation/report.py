@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from embodied_r.core.intervals import format_interval, prediction_difference
+from embodied_r.core.intervals import format_interval, format_p, prediction_difference
 from embodied_r.core.io import DataFileError, atomic_write_json, atomic_write_text, read_json, read_jsonl
 
 logger = logging.getLogger(__name__)
@@ -250,13 +250,21 @@ def _differences_section(evals: list[dict[str, Any]]) -> str:
     for before, after in pairs:
         diff = prediction_difference(before["predictions"], after["predictions"])
         interval = diff["ci95"]
-        rows.append([f"{html.escape(after['name'])} − {html.escape(before['name'])}", str(diff["n"]),
+        test = "" if diff["test"] is None else f" ({diff['test']})" if diff["method"] == "exact" else \
+            f" ({diff['test']}, {diff['method']})"
+        # _table escapes every cell, so names and "< 0.001" go in as plain text.
+        rows.append([f"{after['name']} − {before['name']}", str(diff["n"]),
                      "–" if diff["difference"] is None else f"{100 * diff['difference']:+.1f}",
                      "–" if not interval else f"[{100 * interval[0]:+.1f}, {100 * interval[1]:+.1f}]",
+                     format_p(diff["p_value"]) + test, f"{diff['improved']} / {diff['worsened']}",
                      diff["verdict"]])
     return ("<h2>Differences (paired on the same questions)</h2><p class='note'>Score points, with the "
-            "paired-bootstrap 95 % interval; a change counts only when its interval excludes 0.</p>"
-            + _table(["comparison", "n", "difference", "95 % interval", "verdict"], rows))
+            "paired-bootstrap 95 % interval and the p-value of an exact paired test (sign test on the questions "
+            "that changed for 0/1 scores, sign-flip permutation test otherwise); the verdict is the test's at the "
+            "5 % level, and \"too few differing answers\" when so few questions changed that no outcome could "
+            "reach it.</p>"
+            + _table(["comparison", "n", "difference", "95 % interval", "p (exact test)", "improved / worse",
+                      "verdict"], rows))
 
 
 def _reference_section(evals: list[dict[str, Any]]) -> str:
@@ -294,6 +302,32 @@ def _consistency_section(consistency: dict[str, Any]) -> str:
     notes = [html.escape(str(probe.get("message", "")))] if probe.get("message") else []
     notes += [f"<b>Warning:</b> {html.escape(flag)}" for flag in consistency.get("flags", [])]
     return section + "".join(f"<p class='note'>{note}</p>" for note in notes)
+
+
+def _baseline_note(table: dict[str, Any]) -> str | None:
+    if table.get("name") == "text-rule" and table.get("status") == "ok":
+        o = table["overall"]
+        return (f"applies to {o['n_applies']} of {o['n']}; answerable ceiling {_fmt(o.get('ceiling'))} % of the "
+                f"{o['n_with_rule']} question(s) of tasks with a rule")
+    return table.get("reason") or table.get("note") or table.get("fit_on")
+
+
+def _baselines_per_task(metrics: dict[str, Any]) -> str:
+    """Per task: the model beside every baseline that ran, and the text rule's reach (applies, ceiling)."""
+    ran = {name: b for name, b in metrics.get("baselines", {}).items() if b.get("status") == "ok"}
+    if not ran:
+        return ""
+    rule = ran.get("text-rule", {}).get("tasks", {})
+    rows = [[task, str(t.get("n")), t.get("score"), *[b.get("tasks", {}).get(task, {}).get("score") for b in
+                                                        ran.values()]]
+            + ([rule.get(task, {}).get("rule"), str(rule.get(task, {}).get("n_applies", "–")),
+                rule.get(task, {}).get("ceiling")] if rule else [])
+            for task, t in metrics["tasks"].items()]
+    headers = ["task", "n", "model", *ran] + (["text rule", "rule applies", "answerable ceiling"] if rule else [])
+    note = ("<p class='note'>Answerable ceiling: the share of the task's questions where the text rule applies and "
+            "gives exactly the gold answer (– for a task without a rule); where the rule does not apply it scores "
+            "1/#options for a choice and 0 for a number. Blind: the model without the frame descriptions.</p>")
+    return "<h3>Baselines per task</h3>" + (note if rule or "blind" in ran else "") + _table(headers, rows)
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -354,11 +388,12 @@ def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], ta
         parts.append(_reference_section(evals))
         main = evals[-1]["metrics"]
         baseline_rows = [[name, b.get("status"), b.get("overall", {}).get("micro"), b.get("overall", {}).get("macro"),
-                          b.get("reason") or b.get("note") or b.get("fit_on")]
+                          _baseline_note(b)]
                          for name, b in main.get("baselines", {}).items()]
         if baseline_rows:
             parts.append(f"<h2>Baselines ({html.escape(evals[-1]['name'])})</h2>"
-                         + _table(["baseline", "status", "micro", "macro", "note"], baseline_rows))
+                         + _table(["baseline", "status", "micro", "macro", "note"], baseline_rows)
+                         + _baselines_per_task(main))
         consistency = main.get("consistency") or {}
         if consistency.get("status") == "ok":
             parts.append(_consistency_section(consistency))
