@@ -50,7 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     perception.add_argument("--dataset-dir", default=None, help="synthetic dataset folder (oracle backend)")
     extra = parser.add_argument_group("baselines and logical consistency")
     extra.add_argument("--baselines", default="random,prior",
-                       help="comma list of random, prior, direct, vlm_only, or 'none' (default: %(default)s)")
+                       help="comma list of random, prior, direct, vlm_only, blind (the model without the frame "
+                       "descriptions, same budget and prefix), text-rule (a deterministic rule per task over the "
+                       "frame descriptions, no model), or 'none' (default: %(default)s)")
     extra.add_argument("--prior-from", default=None, metavar="FILE",
                        help="fit the letter-prior baseline on these prompt rows (e.g. the training split, "
                        "prompts.jsonl of `synth robot`) instead of leave-one-out on the evaluated questions")
@@ -184,6 +186,16 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     return int(index), int(count)
 
 
+def baseline_note(table: dict[str, Any]) -> str:
+    """The note column of a baseline: why it did not run, or what it says beyond its score."""
+    if table.get("name") == "text-rule" and table.get("status") == "ok":
+        o = table["overall"]
+        ceiling = "n/a" if o.get("ceiling") is None else f"{o['ceiling']:.1%}"
+        return (f"applies to {o['n_applies']} of {o['n']}; answerable ceiling {ceiling} of the {o['n_with_rule']} "
+                "question(s) of tasks with a rule")
+    return str(table.get("reason") or "")
+
+
 def print_metrics(metrics: dict[str, Any]) -> None:
     from embodied_r.cli.common import console, print_table
     from embodied_r.core.intervals import format_interval
@@ -223,10 +235,16 @@ def print_metrics(metrics: dict[str, Any]) -> None:
         out.print(f"{metrics['n_skipped']} question(s) skipped as unusable (see skipped in metrics.json):")
         for item in metrics["skipped"][:10]:
             out.print(f"  {item['id']}: {item['reason']}", markup=False)
-    baselines = [[name, b.get("status"), (b.get("overall") or {}).get("micro"), b.get("reason") or ""]
+    baselines = [[name, b.get("status"), (b.get("overall") or {}).get("micro"), baseline_note(b)]
                  for name, b in metrics.get("baselines", {}).items()]
     if baselines:
         print_table("baselines", ["baseline", "status", "micro", "note"], baselines)
+    rule = (metrics.get("baselines") or {}).get("text-rule") or {}
+    if rule.get("status") == "ok":
+        print_table("text-rule baseline per task (ceiling: share the rule answers exactly)",
+                    ["task", "rule", "n", "applies", "score", "ceiling"],
+                    [[task, t["rule"], t["n"], t["n_applies"], t["score"], "none" if t["ceiling"] is None
+                      else t["ceiling"]] for task, t in rule["tasks"].items()])
     from embodied_r.evaluation.reference_names import reference_note, reference_rows
 
     reference = reference_rows(metrics)

@@ -13,6 +13,7 @@ from typing import Any
 
 from embodied_r.core.records import PromptRow
 from embodied_r.evaluation.baselines import (
+    blind_rows,
     direct_answer_rows,
     not_run,
     position_bias,
@@ -24,14 +25,17 @@ from embodied_r.evaluation.metrics import task_table
 
 logger = logging.getLogger(__name__)
 
-BASELINES = ("random", "prior", "direct", "vlm_only")
+BASELINES = ("random", "prior", "direct", "vlm_only", "blind", "text-rule")
 
 
 def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, engine_factory: Callable[[], Any],
                   batch_size: int, direct_max_new_tokens: int, perception: Any = None,
-                  context: Any = None, prior_rows: Sequence[PromptRow] | None = None) -> dict[str, Any]:
-    """Tables for the requested baselines, keyed by name; ``direct`` prompts follow the ``context`` policy;
-    the letter prior is fit on ``prior_rows`` (e.g. the training split) when given, else leave-one-out."""
+                  context: Any = None, prior_rows: Sequence[PromptRow] | None = None,
+                  max_new_tokens: int | None = None, completion_prefix: str = "") -> dict[str, Any]:
+    """Tables for the requested baselines, keyed by name; ``direct`` and ``blind`` prompts follow the
+    ``context`` policy; the letter prior is fit on ``prior_rows`` (e.g. the training split) when given,
+    else leave-one-out. ``blind`` is generated exactly as the model's own answers were, with its
+    ``max_new_tokens`` and ``completion_prefix`` (required for it); ``text-rule`` needs no model."""
     from embodied_r.evaluation.predict import generate_resumable, prediction_context
     from embodied_r.inference.context_policy import ContextPolicy
 
@@ -55,7 +59,51 @@ def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, en
             tables[name] = table
         elif name == "vlm_only":
             tables[name] = vlm_only_baseline(rows, perception, out)
+        elif name == "blind":
+            tables[name] = blind_baseline(rows, out, engine_factory, batch_size, max_new_tokens, completion_prefix,
+                                          context)
+        elif name == "text-rule":
+            tables[name] = text_rule_baseline(rows, out)
     return tables
+
+
+def blind_baseline(rows: Sequence[PromptRow], out: Path, engine_factory: Callable[[], Any], batch_size: int,
+                   max_new_tokens: int | None, completion_prefix: str, context: Any) -> dict[str, Any]:
+    """The model on the questions without their frame descriptions, into ``out/baselines/blind.jsonl``."""
+    from embodied_r.core.chat import has_image
+    from embodied_r.evaluation.predict import generate_resumable, prediction_context
+
+    if max_new_tokens is None:
+        raise ValueError("the blind baseline needs the model's max_new_tokens: it must generate as the model did")
+    images = sum(1 for row in rows if has_image(row))
+    if images:
+        return not_run("blind", f"{images} image row(s): their video is in the images, not in frame lines that "
+                                "could be removed; not run on image rows")
+    blind = blind_rows(rows)
+    # Same budget and completion prefix as the model's own pass (runner.run_eval): only the prompt differs.
+    predictions, _, _ = generate_resumable(engine_factory, blind, out / "baselines" / "blind.jsonl", batch_size,
+                                           max_new_tokens, completion_prefix=completion_prefix, context=context)
+    untouched = [row.id for row in blind if not row.meta.get("blind_removed_frames")]
+    table = task_table(predictions)
+    table.update({"name": "blind", "status": "ok",
+                  "note": "the model answering without the video description (frame lines removed)",
+                  "max_new_tokens": max_new_tokens, "completion_prefix": completion_prefix,
+                  "n_no_video_text": len(untouched), "no_video_text_ids": untouched[:20],
+                  "context": prediction_context(predictions, context)})
+    if untouched:
+        table["reason"] = f"{len(untouched)} of {len(rows)} question(s) had no video text to remove (still answered)"
+    return table
+
+
+def text_rule_baseline(rows: Sequence[PromptRow], out: Path) -> dict[str, Any]:
+    """``text_rules.text_rule_table``, with each row's result written to ``out/baselines/text-rule.jsonl``."""
+    from embodied_r.core.io import write_jsonl
+    from embodied_r.evaluation.text_rules import text_rule_predictions, text_rule_table
+
+    predictions = text_rule_predictions(rows)
+    (out / "baselines").mkdir(parents=True, exist_ok=True)
+    write_jsonl(out / "baselines" / "text-rule.jsonl", predictions)  # deterministic: rewritten every run
+    return text_rule_table(rows, predictions)
 
 
 def vlm_only_baseline(rows: Sequence[PromptRow], perception: Any, out: Path) -> dict[str, Any]:

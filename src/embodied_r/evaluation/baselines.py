@@ -8,6 +8,10 @@
   evaluated questions (each question's guess comes from the *other* questions of its task), so the
   baseline never sees the answer it is scored on. The report says which.
 - ``direct``: the reasoner answering at once, without thinking (``direct_answer_messages``).
+- ``blind``: the evaluated model answering the same questions with the frame descriptions removed
+  (``blind_rows``), with the model's own generation settings: what it gets from the question alone.
+- ``text-rule``: a deterministic rule per task over the frame descriptions (``text_rules``): what the
+  text gives away without reasoning, and the share of questions it answers exactly.
 - ``vlm_only``: the perception VLM answering from the frames; it needs a VLM backend and is reported
   as not run otherwise.
 """
@@ -98,6 +102,42 @@ def direct_answer_rows(rows: Sequence[PromptRow]) -> list[PromptRow]:
         out.append(PromptRow(id=row.id, task=row.task, prompt=direct_answer_messages(user, row.options),
                              answer=row.answer, answer_type=row.answer_type, options=row.options,
                              meta={**row.meta, "baseline": "direct"}))
+    return out
+
+
+def blind_rows(rows: Sequence[PromptRow]) -> list[PromptRow]:
+    r"""The same questions with the video description removed: every ``Frame k:`` block of the last user
+    message is dropped; the system prompt, the rest of the user text (question, options) and the answer
+    stay. ``meta["blind_removed_frames"]`` says how many frames were removed (0: no video text to remove;
+    the row is still asked, as it is). Image rows are returned unchanged (``has_image``): the caller
+    refuses them.
+
+    >>> from embodied_r.core.records import PromptRow
+    >>> text = "Video content: \n<\nHeader.\nFrame 0: Observe: a sofa.\n>\nQuestion: Where?\nChoices:\nA. l"
+    >>> blind = blind_rows([PromptRow("q", "t", [{"role": "user", "content": text}], "A", "choice", ["A. l"])])[0]
+    >>> blind.prompt[-1]["content"]
+    'Video content: \n<\nHeader.\n>\nQuestion: Where?\nChoices:\nA. l'
+    """
+    from embodied_r.core.chat import has_image
+    from embodied_r.methods.embodied_r.frame_text import video_frames
+
+    out = []
+    for row in rows:
+        last_user = max((i for i, m in enumerate(row.prompt) if m.get("role") == "user"), default=None)
+        content = row.prompt[last_user].get("content") if last_user is not None else None
+        if has_image(row) or not isinstance(content, str):
+            out.append(row)
+            continue
+        frames = video_frames(content)
+        if frames:
+            # The "Video content" wrapper (its header and "<" ">" in the official templates, the bare
+            # "Video content:" line in compact-v1) is left as it is: the prompt differs from the model's only
+            # by the frame descriptions, so a difference in score is theirs and not the template's.
+            content = content[:frames[0].start] + content[frames[-1].end:]
+        prompt = [dict(m, content=content) if i == last_user else dict(m) for i, m in enumerate(row.prompt)]
+        out.append(PromptRow(id=row.id, task=row.task, prompt=prompt, answer=row.answer, answer_type=row.answer_type,
+                             options=row.options, meta={**row.meta, "baseline": "blind",
+                                                        "blind_removed_frames": len(frames)}))
     return out
 
 

@@ -53,10 +53,12 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
              shard: tuple[int, int] | None = None, prior_data: str | Path | None = None) -> dict[str, Any]:
     """Evaluate ``model_name`` on ``data``; write predictions.jsonl, metrics.json (and report.html) into ``out_dir``.
 
-    ``baselines`` may name ``random``, ``prior``, ``direct`` and ``vlm_only``; ``judge`` (``policy``, a
-    model, or an endpoint URL) turns on the logical-consistency rate, with the judge's probe; pass a judge
-    other than the training reward's, or the rate is flagged as circular. ``completion_prefix`` prefills the
-    reasoner's assistant turn (use the training recipe's value); the baselines never get it. ``context``
+    ``baselines`` may name ``random``, ``prior``, ``direct``, ``vlm_only``, ``blind`` and ``text-rule``;
+    ``judge`` (``policy``, a model, or an endpoint URL) turns on the logical-consistency rate, with the judge's
+    probe; pass a judge other than the training reward's, or the rate is flagged as circular.
+    ``completion_prefix`` prefills the reasoner's assistant turn (use the training recipe's value); of the
+    baselines only ``blind`` gets it (with the same ``max_new_tokens``: it is the model's own pass without
+    the frame descriptions). ``context``
     is the policy for prompts that do not fit the model (default: drop the oldest frames); what it did
     is recorded per prediction and counted in ``metrics.json``'s ``context``. ``settings_from_recipe``
     (what ``eval --recipe`` took from a training recipe) is recorded under ``generation``.
@@ -128,7 +130,8 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
         prior_rows = load_eval_rows(prior_data)[0] if prior_data is not None and "prior" in baselines else None
         baseline_tables = run_baselines([b for b in baselines if b not in text_only], rows, out, engine_factory,
                                         batch_size, direct_max_new_tokens, perception, context=context,
-                                        prior_rows=prior_rows)
+                                        prior_rows=prior_rows, max_new_tokens=max_new_tokens,
+                                        completion_prefix=completion_prefix)
         if prior_rows is not None:
             baseline_tables["prior"]["fit_on"] = f"{prior_data} ({len(prior_rows)} questions)"
         if text_only & set(baselines):

@@ -13,7 +13,7 @@ source, so each benchmark is represented in every split in proportion. The paper
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,28 @@ def embodied_r_selection(records: Sequence[QARecord]) -> list[QARecord]:
 def scene_key(record: QARecord) -> str:
     """``source:scene``; questions without a scene are their own scene."""
     return f"{record.source}:{record.meta.get('scene') or record.video or record.id}"
+
+
+def check_scene_disjoint(parts: Mapping[str, Sequence[QARecord | Mapping[str, Any]]]) -> None:
+    """Raise ValueError when a scene has questions in two parts of a split (records or their dicts): a
+    held-out score over rooms the model trained in measures memory of those rooms, not reading.
+
+    >>> r = lambda i, scene: QARecord(i, "s", "t", "", "q", None, "1", meta={"scene": scene})
+    >>> check_scene_disjoint({"train": [r("a", "x")], "test": [r("b", "y")]})
+    >>> check_scene_disjoint({"train": [r("a", "x")], "test": [r("b", "x")]})
+    Traceback (most recent call last):
+    ...
+    ValueError: scene s:x is in more than one part of the split (train, test); split by scene
+    """
+    owner: dict[str, str] = {}
+    for name, records in parts.items():
+        for record in records:
+            if not isinstance(record, QARecord):
+                record = QARecord.from_dict(dict(record))
+            key = scene_key(record)
+            if owner.setdefault(key, name) != name:
+                raise ValueError(f"scene {key} is in more than one part of the split ({owner[key]}, {name}); "
+                                 "split by scene")
 
 
 def _scenes_by_source(records: Sequence[QARecord], seed: int) -> dict[str, list[str]]:
@@ -106,6 +128,7 @@ def _part_summary(records: Sequence[QARecord]) -> dict[str, Any]:
 
 def write_split(parts: dict[str, list[QARecord]], out: str | Path, info: dict[str, Any]) -> dict[str, Any]:
     """Write ``<name>.jsonl`` per part and ``split.json`` (settings, counts, scene lists)."""
+    check_scene_disjoint(parts)
     out = Path(out)
     for name, records in parts.items():
         write_jsonl(out / f"{name}.jsonl", [r.to_dict() for r in records])

@@ -1,0 +1,91 @@
+"""The lines a question's answer depends on, quoted in a few words: the opening of the warm-up's
+``evidence`` think (training/warmup.py), the general form of its ``latest-frame`` quote.
+
+The quote is copied from the frame descriptions, never from the answer: it states what the text says
+about the question (the last frame's action, where each listed category is first seen, which frames
+newly see the counted category, where the asked object is in the last frame) and leaves the choice to
+the model. A policy warmed up to write it has the evidence in view when it chooses, so GRPO's rewards
+can teach it to choose what it quoted. Task types whose answer the text does not state get no quote.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from embodied_r.core.parsing import option_texts
+from embodied_r.core.records import PromptRow
+from embodied_r.methods.embodied_r.frame_text import (
+    QUADRANT_WORDS,
+    Frame,
+    clause_after,
+    counted_category,
+    direction_object,
+    mention_pattern,
+    new_object_sentences,
+    user_text,
+    video_frames,
+)
+
+
+def last_action_quote(row: PromptRow, frames: Sequence[Frame]) -> str:
+    action = frames[-1].action
+    return f"The latest frame: After {action}." if action else "The latest frame names no action."
+
+
+def appearance_quote(row: PromptRow, frames: Sequence[Frame]) -> str:
+    texts = list(option_texts(row.options).values())
+    categories = [c.strip() for c in texts[0].split(",") if c.strip()] if texts else []
+    parts = []
+    for category in sorted(categories):  # alphabetical: the quote's order says nothing about the answer
+        pattern = mention_pattern(category)
+        seen = [frame.index for frame in frames if pattern.search(frame.view)]
+        parts.append(f"{category} {seen[0]}" if seen else f"{category} never")
+    return "First seen in frame: " + ", ".join(parts) + "." if parts else ""
+
+
+def counting_quote(row: PromptRow, frames: Sequence[Frame]) -> str:
+    category = counted_category(row)
+    if category is None:
+        return ""
+    pattern = mention_pattern(category)
+    sightings = [str(frame.index) for frame in frames for sentence in new_object_sentences(frame)
+                 for _ in pattern.findall(sentence)]
+    return (f"New {category} in frames: {', '.join(sightings)}." if sightings
+            else f"No {category} is newly seen.")
+
+
+def direction_quote(row: PromptRow, frames: Sequence[Frame]) -> str:
+    name = direction_object(row)
+    if name is None:
+        return ""
+    words = []
+    for mention in mention_pattern(name).finditer(frames[-1].view):
+        clause = clause_after(frames[-1].view, mention.end())
+        words += [w for w in QUADRANT_WORDS if re.search(rf"\b{w}\b", clause)] or [clause.split(",")[0].strip()]
+    return (f"The latest frame: the {name} {' and '.join(words)}." if words
+            else f"The latest frame does not show the {name}.")
+
+
+QUOTES: dict[str, Callable[[PromptRow, Sequence[Frame]], str]] = {
+    "last_action": last_action_quote,
+    "obj_appearance_order": appearance_quote,
+    "object_counting": counting_quote,
+    "egocentric_direction": direction_quote,
+}
+
+
+def evidence_quote(row: PromptRow) -> str:
+    r"""The quote for ``row`` ("" when its task type has none, or its prompt has no frame lines).
+
+    >>> text = "Frame 0: Observe: I see a red chair.\nFrame 1: After Rotate left, Observe: a door.\nQuestion: x"
+    >>> row = PromptRow("q", "last_action", [{"role": "user", "content": text}], "A", "choice",
+    ...                 ["A. Rotate left", "B. Move forward"])
+    >>> evidence_quote(row)
+    'The latest frame: After Rotate left.'
+    >>> evidence_quote(PromptRow("r", "route_planning", [{"role": "user", "content": text}], "A", "choice"))
+    ''
+    """
+    quote = QUOTES.get(row.task)
+    frames = video_frames(user_text(row)) if quote else []
+    return quote(row, frames) if frames and quote else ""
