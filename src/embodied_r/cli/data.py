@@ -23,6 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="more questions as a loader spec (e.g. synthetic:DIR); repeatable")
     split.add_argument("--all-tasks", action="store_true",
                        help="keep every task instead of the Embodied-R selection")
+    split.add_argument("--tasks", default=None, metavar="T1,T2",
+                       help="keep only these task types (after --all-tasks or the Embodied-R selection)")
     split.add_argument("--out", required=True, metavar="DIR", help="output folder")
     split.add_argument("--seed", type=int, default=0, help="shuffle seed (default: 0)")
     split.add_argument("--ratios", default="0.75,0.05,0.20", help="train,val,test scene shares (default: %(default)s)")
@@ -74,9 +76,16 @@ def run_split(args: argparse.Namespace) -> int:
         records.extend(loaded)
     if not args.all_tasks:
         records = embodied_r_selection(records)
+    if args.tasks:
+        wanted = [t.strip() for t in args.tasks.split(",") if t.strip()]
+        missing = sorted(set(wanted) - {r.task for r in records})
+        if missing:
+            raise CLIError(f"--tasks: no questions of {missing}; the data holds {sorted({r.task for r in records})}")
+        records = [r for r in records if r.task in set(wanted)]
     if not records:
         raise CLIError("no questions left after the task selection (use --all-tasks for other benchmarks)")
-    info = {"seed": args.seed, "sources": specs, "selection": "all" if args.all_tasks else "embodied_r"}
+    info = {"seed": args.seed, "sources": specs, "selection": "all" if args.all_tasks else "embodied_r",
+            **({"tasks": args.tasks} if args.tasks else {})}
     try:
         if args.folds:
             folds = kfold_by_scene(records, args.folds, seed=args.seed)

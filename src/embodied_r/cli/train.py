@@ -16,6 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override a recipe key (YAML value; dots for nested keys, e.g. lora.r=8); repeatable")
     parser.add_argument("--resume", action="store_true",
                         help="continue from the newest checkpoint-* in output_dir (same stage, optimizer, data order)")
+    parser.add_argument("--warmup-only", action="store_true",
+                        help="run the recipe's format warm-up alone and stop (output_dir/warmup/model); a later "
+                        "train with the same recipe reuses it")
     parser.add_argument("--check", action="store_true",
                         help="a dress rehearsal: check every value, the batch geometry for --num-processes and "
                         "TRL's GRPOConfig, print the resolved recipe (YAML) and the global batch; loads no model "
@@ -55,7 +58,17 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     from embodied_r.inference.judges import JudgeError
-    from embodied_r.training.grpo import train
+    from embodied_r.training.grpo import train, warm_up_only
+
+    if args.warmup_only:
+        from embodied_r.training.warmup import WarmupError
+
+        try:
+            folder = warm_up_only(recipe)
+        except (RecipeError, WarmupError) as exc:
+            raise CLIError(str(exc)) from exc
+        print_table("format warm-up", ["", "value"], [["model", folder]])
+        return 0
 
     try:
         summary = train(recipe, resume=args.resume)

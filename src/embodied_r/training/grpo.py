@@ -30,7 +30,7 @@ from embodied_r.core.io import atomic_write_json, atomic_write_text, exclusive_o
 from embodied_r.inference.context_policy import TOKEN_CUT_RULE
 from embodied_r.methods.embodied_r.schedule import RewardSchedule, make_schedule_callback
 from embodied_r.methods.rewards import get_reward, is_factory
-from embodied_r.training import prefix_generation, shared_prefix, token_budget
+from embodied_r.training import prefix_generation, shared_prefix, token_budget, zero_advantage
 from embodied_r.training.callbacks import (
     EvalCallback,
     MetricsJsonl,
@@ -76,6 +76,7 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
     shared_prefix_generation: bool = True
     max_train_batch_tokens: int | None = None
     checkpoint_over_tokens: int | None = None
+    zero_variance_groups: str = "skip"  # rows with advantage 0: update | skip | drop (training/zero_advantage.py)
     left_truncate_to: int | None = None  # prompt tokens kept from the right (context_rule truncate-left-tokens)
 
     def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False,
@@ -84,10 +85,20 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
         # (training/token_budget.py): every slice but the last runs its backward here, the last one's loss
         # is returned for the Trainer's backward, carrying the others' values for the logged loss. A
         # micro-batch whose largest slice is over checkpoint_over_tokens is computed with activation
-        # checkpointing.
+        # checkpointing. Rows with advantage 0 are left out or dropped (zero_variance_groups,
+        # training/zero_advantage.py).
+        inputs, live = self._rows_to_update(model, inputs, return_outputs)
         slices, checkpoint = self._update_plan(model, inputs)
+        if live is not None:
+            kept = set(live)
+            slices = [[r for r in rows if r in kept] for rows in slices or [_every_row(inputs)]]
+            slices = [rows for rows in slices if rows]
+            if not slices:
+                # Nothing moves a weight this step. One row at scale 0 keeps every parameter in the graph (a
+                # distributed backward needs that) for the cost of one row.
+                return self._scaled_slice_loss(model, inputs, [0]) * 0.0
         with token_budget.activation_checkpointing(model, checkpoint):
-            if len(slices) <= 1:
+            if len(slices) <= 1 and (live is None or len(slices[0]) == inputs["prompt_ids"].size(0)):
                 return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
             done = None
             for rows in slices[:-1]:
@@ -95,7 +106,34 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
                     part = self._scaled_slice_loss(model, inputs, rows)
                     self.accelerator.backward(part)
                 done = part.detach() if done is None else done + part.detach()
-            return self._scaled_slice_loss(model, inputs, slices[-1]) + done
+            last = self._scaled_slice_loss(model, inputs, slices[-1])
+            return last if done is None else last + done
+
+    def _rows_to_update(self, model: Any, inputs: Any, return_outputs: bool) -> tuple[Any, list[int] | None]:
+        """(the inputs the update sees, the rows of them to differentiate or None for all): ``skip`` leaves
+        out rows with advantage 0 (same gradient); ``drop`` also removes the groups whose rewards did not
+        vary from the loss's normaliser (DAPO's dynamic sampling without resampling)."""
+        if self.zero_variance_groups == "update" or not (model.training and torch.is_grad_enabled()):
+            return inputs, None
+        reason = ("beta > 0: a zero-advantage row still carries the KL term" if self.beta != 0
+                  else "outputs are requested" if return_outputs
+                  else token_budget.unsupported_reason(self, inputs))
+        if reason is not None:
+            self._note_once(f"zero-advantage:{reason}", logging.INFO,
+                            "zero_variance_groups %s not applied (%s): every row is updated",
+                            self.zero_variance_groups, reason)
+            return inputs, None
+        if self.zero_variance_groups == "drop":
+            problem = zero_advantage.drop_unsupported_reason(self.loss_type, self.args.steps_per_generation,
+                                                             self.accelerator.num_processes)
+            if problem is not None:
+                raise RecipeError(f"zero_variance_groups: drop is not defined for {problem}; use skip")
+            groups = shared_prefix.find_groups(inputs["prompt_ids"].cpu(), inputs["prompt_mask"].cpu())
+            varying = zero_advantage.rows_of_varying_groups(inputs, groups)
+            if not varying:
+                return inputs, []
+            inputs = zero_advantage.renormalised(inputs, varying, token_budget.take_rows)
+        return inputs, zero_advantage.rows_with_advantage(inputs)
 
     def _generate(self, prompts: list) -> Any:
         # TRL generates in the weights' dtype; with float32 weights and bf16 passes (training/precision.py)
@@ -558,6 +596,7 @@ def build_trainer(
     trainer.shared_prefix_generation = recipe.shared_prefix_generation
     trainer.max_train_batch_tokens = recipe.max_train_batch_tokens
     trainer.checkpoint_over_tokens = recipe.checkpoint_over_tokens
+    trainer.zero_variance_groups = recipe.zero_variance_groups
     if recipe.context_rule == TOKEN_CUT_RULE:
         trainer.left_truncate_to = int(prompt_context["limit"])
     if evaluator is not None:
@@ -698,6 +737,24 @@ def _train_locked(recipe: Recipe, resume: bool, judge: Any) -> dict[str, Any]:
     return summary
 
 
+def warm_up_only(recipe: Recipe) -> str:
+    """The recipe's format warm-up alone (``train --warmup-only``), on the rows GRPO will train on; returns
+    the warmed-up model's folder (``output_dir/warmup/model``), which a later ``train`` of the same recipe
+    reuses. Lets a caller evaluate the warm-up before GRPO starts (the demo times its evaluations by it)."""
+    from embodied_r.inference.models import resolve_model_path
+
+    warmup = recipe.sections.warmup
+    if warmup is None:
+        raise RecipeError("--warmup-only: the recipe has no format_warmup (or its steps are 0)")
+    with exclusive_output(recipe.output_dir):
+        rows = load_prompt_rows(recipe.train_data, recipe.max_train_rows)
+        check_prompt_version(recipe, rows, "train_data")
+        model_path = resolve_model_path(recipe.model)
+        rows, _ = _fit_to_context(recipe, rows, model_path, None)  # the rows build_trainer warms up on
+        return run_format_warmup(warmup, rows, model_path, recipe.output_dir, recipe.dtype,
+                                 recipe.attn_implementation)
+
+
 def _probe_summary(probe: dict[str, Any] | None) -> dict[str, Any] | None:
     if probe is None:
         return None
@@ -710,4 +767,4 @@ def schedule_warnings(trainer: Any) -> list[str]:
     return [reason for cb in trainer.callback_handler.callbacks for reason in getattr(cb, "unreached", [])]
 
 
-__all__ = ["EmbodiedGRPOTrainer", "build_config", "build_trainer", "train"]
+__all__ = ["EmbodiedGRPOTrainer", "build_config", "build_trainer", "train", "warm_up_only"]

@@ -145,6 +145,10 @@ class Recipe:
     # is differentiated in slices of whole prompt groups, with the same gradient; null = TRL's whole
     # micro-batch. Bounds memory by tokens where per_device_train_batch_size counts rows.
     max_train_batch_tokens: int | None = None
+    # Rows whose advantage is 0 (a group whose rewards all agree): update (TRL: every row) | skip (left out
+    # of the update, same gradient, less compute) | drop (DAPO's dynamic sampling without resampling: such
+    # groups also leave the loss's normaliser). See training/zero_advantage.py.
+    zero_variance_groups: str = "skip"
     # A backward pass over more tokens than this (a micro-batch, or its largest slice) recomputes the
     # decoder layers' activations instead of keeping them (activation checkpointing): a fraction of the
     # memory for some more update time, so short micro-batches keep the fast path. Needs TRL's
@@ -357,6 +361,7 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
     if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, int | float) or minutes <= 0):
         raise RecipeError(f"{source}: 'max_train_minutes' must be a positive number of minutes or null, "
                           f"got {minutes!r}")
+    check_zero_variance_groups(recipe, source)
     for key in ("max_train_batch_tokens", "checkpoint_over_tokens"):
         budget = getattr(recipe, key)
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
@@ -365,6 +370,20 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
         raise RecipeError(f"{source}: 'checkpoint_over_tokens' decides which backward passes are checkpointed, "
                           "but gradient_checkpointing (true unless set: TRL's GRPOConfig default) checkpoints "
                           "every one: set gradient_checkpointing: false, or checkpoint_over_tokens: null")
+
+
+def check_zero_variance_groups(recipe: Recipe, source: str = "recipe") -> None:
+    """``zero_variance_groups`` is one of its treatments; ``drop`` only where its normaliser is in view."""
+    from embodied_r.training.zero_advantage import TREATMENTS, drop_unsupported_reason
+
+    if recipe.zero_variance_groups not in TREATMENTS:
+        raise RecipeError(f"{source}: 'zero_variance_groups' must be one of {', '.join(TREATMENTS)}, "
+                          f"got {recipe.zero_variance_groups!r}")
+    if recipe.zero_variance_groups == "drop":
+        steps = recipe.trl.get("steps_per_generation") or recipe.trl.get("gradient_accumulation_steps", 1)
+        reason = drop_unsupported_reason(recipe.trl.get("loss_type", "dapo"), int(steps), 1)
+        if reason is not None:
+            raise RecipeError(f"{source}: zero_variance_groups: drop is not defined for {reason}; use skip")
 
 
 def check_attention(name: str | None, source: str = "recipe") -> None:

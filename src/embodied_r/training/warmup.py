@@ -64,7 +64,7 @@ class WarmupSettings:
     # random: answers drawn at random (the format primer); gold: the row's own answer, one example per row
     # (supervised fine-tuning, for comparisons with GRPO).
     answers: str = "random"
-    # How the think reaches its answer: letter-first | option-first | latest-frame (THINK_STYLES below).
+    # How the think reaches its answer: letter-first | option-first | latest-frame | evidence (THINK_STYLES below).
     think: str = "letter-first"
     learning_rate: float = 1.0e-4
     seed: int = 0  # draws the random answers and the row order
@@ -128,7 +128,11 @@ def _distinct(pool: list[Any], count: int, rng: random.Random) -> list[Any]:
 #                 Rotate left."), copied from the prompt: a place in the think where the current state is
 #                 in view. It carries no choice (the answers stay random) but states the answer of
 #                 last-action questions, so a policy can learn from its rewards to choose what it quoted.
-THINK_STYLES = ("letter-first", "option-first", "latest-frame")
+#   evidence:     option-first, after a quote of the lines each task type's answer depends on
+#                 (methods/embodied_r/evidence.py: the latest action, the frames where each listed category
+#                 is first seen, the frames that newly see the counted category, where the asked object is in
+#                 the latest frame); no quote for task types whose answer the text does not state.
+THINK_STYLES = ("letter-first", "option-first", "latest-frame", "evidence")
 # The words before the choice, after the opening tag and any latest-frame quote.
 CHOICE_LEAD = " I compare the observations with each option and choose"
 # Below this mean normalised entropy of the choice (over the options) the warmed-up policy nearly always
@@ -137,7 +141,12 @@ MIN_SPREAD = 0.3
 
 
 def _latest_quote(row: PromptRow, think: str) -> str:
-    """The think's opening quote under ``latest-frame`` ("" otherwise)."""
+    """The think's opening quote under ``latest-frame`` or ``evidence`` ("" otherwise)."""
+    if think == "evidence":
+        from embodied_r.methods.embodied_r.evidence import evidence_quote
+
+        quote = evidence_quote(row)
+        return f" {quote}" if quote else ""
     if think != "latest-frame":
         return ""
     from embodied_r.methods.embodied_r.prompts import latest_frame_action
