@@ -1,0 +1,139 @@
+"""benchmarks/ladder.py: the protocol's rules hold on written evaluation folders (no model is run here):
+seeds are pooled only when they differ in nothing but the seed, a task type with too few questions gets
+no verdict, a verdict comes from the exact test per seed and a t-interval across seeds, test is evaluated
+once per arm's settings, and a split that shares a scene between parts is refused."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def ladder() -> ModuleType:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("ladder", ROOT / "benchmarks" / "ladder.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def row(i: int, task: str) -> dict:
+    text = "Video content:\nFrame 0: Observe: I see a red chair.\nFrame 1: After Rotate left, Observe: a door.\n"
+    return {"id": f"q{i}", "task": task, "answer": "A", "answer_type": "choice",
+            "options": ["A. Rotate left", "B. Move forward"],
+            "prompt": [{"role": "user", "content": text + "Question: Which action?"}], "meta": {}}
+
+
+def write_eval(folder: Path, scores: dict[str, tuple[str, float]], blind: dict[str, float] | None = None) -> None:
+    folder.mkdir(parents=True)
+    lines = [json.dumps({"id": i, "task": t, "score": s, "parsed_answer": "A"}) for i, (t, s) in scores.items()]
+    (folder / "predictions.jsonl").write_text("\n".join(lines) + "\n")
+    (folder / "metrics.json").write_text(json.dumps({"baselines": {
+        "random": {"tasks": {"last_action": {"score": 0.5}, "route_planning": {"score": 0.5}},
+                   "overall": {"micro": 0.5}}}}))
+    if blind is not None:
+        (folder / "baselines").mkdir()
+        (folder / "baselines" / "blind.jsonl").write_text("\n".join(
+            json.dumps({"id": i, "task": scores[i][0], "score": s}) for i, s in blind.items()) + "\n")
+
+
+def arm_on_disk(out: Path, arm: str, seeds: list[int], recipe: dict | None = None) -> None:
+    (out / "arms" / arm).mkdir(parents=True)
+    (out / "arms" / arm / "settings.json").write_text(json.dumps({"recipe": {}, "warmup": "w", "sft": None}))
+    for seed in seeds:
+        folder = out / "arms" / arm / f"seed{seed}"
+        folder.mkdir()
+        settings = {"learning_rate": 1e-5, **(recipe or {}), "seed": seed, "output_dir": str(folder)}
+        (folder / "recipe.yaml").write_text(yaml.safe_dump(settings))
+
+
+def ladder_out(tmp_path: Path, per_seed_correct: list[int], n_last: int = 40, n_route: int = 10) -> Path:
+    """A ladder OUT: a warm-up that answers every last-action question wrong, and one GRPO evaluation per
+    seed that gets ``per_seed_correct[k]`` of them right; a few route-planning questions too."""
+    out = tmp_path / "ladder"
+    rows = [row(i, "last_action") for i in range(n_last)] + [row(n_last + i, "route_planning") for i in range(n_route)]
+    (out / "data").mkdir(parents=True)
+    (out / "data" / "dev-eval.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    tasks = {r["id"]: r["task"] for r in rows}
+    write_eval(out / "evals" / "dev" / "warmup-w", {i: (t, 0.0) for i, t in tasks.items()},
+               blind={i: 0.0 for i in tasks})
+    for seed, correct in enumerate(per_seed_correct):
+        scores = {i: (t, 1.0 if t == "last_action" and int(i[1:]) < correct else 0.0) for i, t in tasks.items()}
+        write_eval(out / "evals" / "dev" / f"base-seed{seed}", scores, blind={i: 0.0 for i in tasks})
+    arm_on_disk(out, "base", list(range(len(per_seed_correct))))
+    return out
+
+
+def test_seeds_are_the_unit_and_each_seed_has_its_exact_test(ladder: ModuleType, tmp_path: Path) -> None:
+    result = ladder.summarise(ladder_out(tmp_path, [20, 15, 3, 25, 18]), "dev")
+    last = result["arms"]["base"]["tasks"]["last_action"]
+    vs_warmup = last["grpo_vs_warmup"]
+    # Seed 2: 3 improved of 40 cannot reach p < 0.05 -> no verdict; the others are better.
+    assert vs_warmup["per_seed"][2]["verdict"] == "too few differing answers"
+    assert vs_warmup["per_seed"][0]["verdict"] == "better" and vs_warmup["per_seed"][0]["p_value"] < 0.05
+    pooled = vs_warmup["across_seeds"]
+    assert pooled["n_seeds"] == 5 and pooled["better_by_test_in"] == 4 and pooled["verdict"] == "better"
+    assert pooled["mean"] == pytest.approx((20 + 15 + 3 + 25 + 18) / 5 / 40)
+    assert last["grpo"] == {0: 0.5, 1: 0.375, 2: 0.075, 3: 0.625, 4: 0.45}
+    assert last["grpo_vs_blind"]["across_seeds"]["verdict"] == "better"
+    table = ladder.markdown(result)
+    assert "better in 4/5" in table and "-> better" in table
+
+
+def test_a_task_type_with_too_few_questions_gets_no_verdict(ladder: ModuleType, tmp_path: Path) -> None:
+    result = ladder.summarise(ladder_out(tmp_path, [20, 15], n_route=10), "dev")
+    assert result["tasks"]["route_planning"]["too_few"] and not result["tasks"]["last_action"]["too_few"]
+    line = next(line for line in ladder.markdown(result).splitlines() if line.startswith("| route_planning"))
+    assert "too few questions" in line and "-> " not in line
+
+
+def test_seeds_whose_settings_differ_in_more_than_the_seed_are_not_pooled(ladder: ModuleType,
+                                                                          tmp_path: Path) -> None:
+    out = ladder_out(tmp_path, [20, 15])
+    recipe = out / "arms" / "base" / "seed1" / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump({**yaml.safe_load(recipe.read_text()), "learning_rate": 3e-5}))
+    with pytest.raises(ValueError, match="learning_rate"):
+        ladder.summarise(out, "dev")
+
+
+def test_test_is_evaluated_once_per_arm_setting(ladder: ModuleType, tmp_path: Path) -> None:
+    args = ladder.parse_args(["--out", str(tmp_path), "--arm", "final", "--split", "test"])
+    ladder.log_test(args, {"recipe": {"learning_rate": 1e-5}, "warmup": "w"})
+    ladder.log_test(args, {"recipe": {"learning_rate": 1e-5}, "warmup": "w"})  # more seeds of the same arm
+    with pytest.raises(SystemExit, match="evaluated on test with other settings"):
+        ladder.log_test(args, {"recipe": {"learning_rate": 3e-5}, "warmup": "w"})
+
+
+def test_an_arm_s_settings_are_frozen_by_its_first_run(ladder: ModuleType, tmp_path: Path) -> None:
+    args = ladder.parse_args(["--out", str(tmp_path), "--arm", "a"])
+    ladder.freeze_arm(args, {"recipe": {"learning_rate": 1e-5}, "warmup": "w", "sft": None})
+    ladder.freeze_arm(args, {"recipe": {"learning_rate": 1e-5}, "warmup": "w", "sft": None})
+    with pytest.raises(SystemExit, match="other settings"):
+        ladder.freeze_arm(args, {"recipe": {"learning_rate": 2e-5}, "warmup": "w", "sft": None})
+
+
+def test_a_split_that_shares_a_scene_is_refused() -> None:
+    from embodied_r.evaluation.split import check_scene_disjoint
+
+    record = {"id": "a", "source": "synthetic_world", "task": "t", "video": "v.mp4", "question": "q",
+              "options": None, "answer": "1", "meta": {"scene": "s1"}}
+    check_scene_disjoint({"train": [record], "dev": [{**record, "meta": {"scene": "s2"}}]})
+    with pytest.raises(ValueError, match="synthetic_world:s1 is in more than one part"):
+        check_scene_disjoint({"train": [record], "test": [{**record, "id": "b"}]})
+
+
+def test_bad_arguments_are_refused_before_anything_runs(ladder: ModuleType, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        ladder.parse_args(["--out", str(tmp_path), "--ratios", "0.5,0.5"])
+    with pytest.raises(SystemExit):
+        ladder.parse_args(["--out", str(tmp_path), "--seeds", "0,x"])
