@@ -7,7 +7,8 @@ the same warm-up share it:
 
 1. data (once per OUT): synthetic rooms -> key frames -> oracle perception -> split *by scene* into
    train / dev / test (a scene in two parts is refused) -> reasoner prompts; the evaluated questions of
-   dev and test are capped per task type (``--per-type``, a seeded choice), so one evaluation stays cheap;
+   dev and test are capped per task type (``--dev-per-type``, ``--per-type``; chosen by a hash of the
+   id), so one evaluation stays cheap;
 2. the format warm-up (random answers; ``--warmup-think`` says what its think quotes), once per setting;
 3. per seed: GRPO from the warm-up (``embodied-r train``) and, with ``--sft``, supervised fine-tuning on
    the gold answers with the same rows, steps and seed;
@@ -88,7 +89,7 @@ def build_data(args: argparse.Namespace, progress: Progress) -> dict[str, Path]:
 
     data = args.out / "data"
     settings = {k: getattr(args, k) for k in ("scenes", "seconds", "max_frames", "ratios", "data_seed",
-                                              "prompt_version", "per_type")}
+                                              "prompt_version", "per_type", "dev_per_type")}
     stamp = data / "settings.json"
     if stamp.is_file() and read_json(stamp) != json.loads(json.dumps(settings)):
         raise SystemExit(f"{data} was built with {read_json(stamp)}, not {settings}: choose another --out")
@@ -99,10 +100,10 @@ def build_data(args: argparse.Namespace, progress: Progress) -> dict[str, Path]:
     parts = {part: read_jsonl(data / "split" / f"{name}.jsonl") for part, name in SPLIT_FILES.items()}
     check_scene_disjoint(parts)  # the protocol's first rule, checked on what was written, every run
     files = {"train": data / "prompts" / "train.jsonl"}
-    for part in ("dev", "test"):
+    for part, cap in (("dev", args.dev_per_type), ("test", args.per_type)):
         files[part] = data / f"{part}-eval.jsonl"
         if not files[part].is_file():
-            write_jsonl(files[part], cap_per_type(read_jsonl(data / "prompts" / f"{part}.jsonl"), args.per_type))
+            write_jsonl(files[part], cap_per_type(read_jsonl(data / "prompts" / f"{part}.jsonl"), cap))
     return files
 
 
@@ -444,7 +445,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                       help="train,dev,test shares of the scenes (default 0.5,0.2,0.3)")
     data.add_argument("--data-seed", type=int, default=0)
     data.add_argument("--prompt-version", default="compact-v1")
-    data.add_argument("--per-type", type=int, default=40, help="evaluated dev/test questions per task type")
+    data.add_argument("--per-type", type=int, default=30, help="evaluated test questions per task type")
+    data.add_argument("--dev-per-type", type=int, default=25,
+                      help="evaluated dev questions per task type (dev is evaluated for every arm explored)")
     arm = parser.add_argument_group("arm")
     arm.add_argument("--arm", default="base", help="name of the arm (OUT/arms/ARM)")
     arm.add_argument("--seeds", default="0", help="GRPO (and SFT) seeds, comma-separated")

@@ -504,7 +504,7 @@ def main() -> int:
     train, test = build_data(args, progress)
     print(f"training rows: {len(read_jsonl(train))} (without {args.holdout_task}); held-out: {len(read_jsonl(test))}")
     start = warm_up(args, train, progress)
-    evaluate(args, WARMUP, start, test, progress, baselines="random,prior")
+    evaluate(args, WARMUP, start, test, progress, baselines="random,prior,text-rule")
     grpo_arm(args, train, test, start, progress)
     if not args.no_sft:
         evaluate(args, SFT, supervised(args, train, start, progress), test, progress)

@@ -61,6 +61,9 @@ class DemoSize:
     tasks: tuple[str, ...] | None = None  # task types kept by the split (None: every one)
     prompt_version: str = PROMPT_VERSION
     test_share: float = 0.5
+    # auto: bf16 passes on a CPU with bf16, float32 elsewhere; float32 reproduces the slowest CPU's
+    # arithmetic anywhere.
+    dtype: str = "auto"
 
     @classmethod
     def for_minutes(cls, minutes: float) -> DemoSize:
@@ -100,7 +103,7 @@ def training_recipe(out: Path, size: DemoSize, model: str) -> dict[str, Any]:
     return {
         "description": "embodied-r demo: GRPO on synthetic egocentric questions with oracle perception",
         "model": model,
-        "dtype": "auto",
+        "dtype": size.dtype,
         "train_data": str(out / "prompts" / "train.jsonl"),
         "eval_data": None,
         "prompt_version": size.prompt_version,
@@ -148,8 +151,8 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
     """The demo's stages with their exact CLI arguments."""
     out = Path(out)
     world, kf, prompts = out / "world", out / "keyframes", out / "prompts"
-    eval_args = ["--batch-size", "8", "--max-new-tokens", str(size.max_new_tokens), "--prior-from",
-                 str(prompts / "train.jsonl")]
+    eval_args = ["--batch-size", "8", "--max-new-tokens", str(size.max_new_tokens), "--dtype", size.dtype,
+                 "--prior-from", str(prompts / "train.jsonl")]
     limit = ["--limit", str(size.eval_limit)] if size.eval_limit else []
     tasks = ["--tasks", ",".join(size.tasks)] if size.tasks else []
     ratios = f"{1 - size.test_share:.2f},0.00,{size.test_share:.2f}"
@@ -221,7 +224,7 @@ def expand_globs(argv: list[str]) -> list[str]:
 
 def run_demo(out: str | Path, minutes: float = 15.0, model: str = DEFAULT_MODEL, workers: int = 2,
              force: bool = False, on_stage: Callable[[Stage, int, int, str], None] | None = None,
-             size: DemoSize | None = None) -> dict[str, Any]:
+             size: DemoSize | None = None, dtype: str = "auto") -> dict[str, Any]:
     """Run (or resume) every stage; returns the summary also written to ``DIR/demo_summary.json``.
 
     ``size`` overrides the sizes derived from ``minutes`` (tests use a tiny one). A second demo into the
@@ -229,6 +232,8 @@ def run_demo(out: str | Path, minutes: float = 15.0, model: str = DEFAULT_MODEL,
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with exclusive_output(out):
+        size = size or DemoSize.for_minutes(minutes)
+        size.dtype = dtype if dtype != "auto" else size.dtype
         return _run_demo_in(out, minutes, model, workers, force, on_stage, size)
 
 

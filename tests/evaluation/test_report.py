@@ -134,3 +134,18 @@ def test_a_run_of_fewer_questions_says_its_own_n(tmp_path: Path) -> None:
     overall = page[page.index("overall (micro)"):].split("</tr>")[0]
     assert "<td>6</td>" in overall and "(n 2)" in overall  # the n column is the last run's
     assert overall.count("(n ") == 1  # the last run's own cell needs no note
+
+
+def test_report_compares_a_run_with_its_blind_self_and_says_how_many_steps_ran(tmp_path: Path) -> None:
+    after = make_eval_run(tmp_path / "after", [True] * 8 + [False] * 2)
+    (after / "baselines").mkdir()
+    blind = [{"id": f"q{i}", "task": "dir" if i % 2 else "dist", "score": 0.0} for i in range(10)]
+    (after / "baselines" / "blind.jsonl").write_text("".join(json.dumps(p) + "\n" for p in blind))
+    train = make_training_run(tmp_path / "train")
+    (train / "summary.json").write_text(json.dumps({"global_step": 3, "time_budget": {
+        "minutes": 4.5, "stopped_at_step": 3, "max_steps": 36}}))
+    build_report([after, train], tmp_path / "report")
+    page = (tmp_path / "report" / "report.html").read_text()
+    # 8 improved, 0 worse of 10 by the sign test: p = 0.0078, better.
+    assert "after − after blind" in page and "0.008" in page and "8 / 0" in page
+    assert "GRPO steps run: 3 of 36</b> (its time budget of 4.5 min ended it)" in page

@@ -23,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="reasoner to start from (default: %(default)s)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes for rendering/key frames")
     parser.add_argument("--force", action="store_true", help="rerun every stage even if it finished before")
+    parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
+                        help="precision of training and evaluation: auto (bf16 passes where the CPU has bf16, float32 "
+                        "elsewhere), float32 (the slowest CPU's arithmetic anywhere) or bfloat16 (default: auto)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         summary = run_demo(args.out, minutes=args.minutes, model=args.model, workers=args.workers,
-                           force=args.force, on_stage=on_stage)
+                           force=args.force, on_stage=on_stage, dtype=args.dtype)
     except (RuntimeError, ValueError) as exc:
         raise CLIError(str(exc)) from None
     out.rule("demo finished")

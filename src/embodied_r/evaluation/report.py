@@ -246,6 +246,10 @@ def _differences_section(evals: list[dict[str, Any]]) -> str:
     """Each later run against the first and against the one before it, paired on shared questions."""
     pairs = [(evals[0], run) for run in evals[1:]]
     pairs += [(evals[i - 1], evals[i]) for i in range(2, len(evals))]
+    # A run evaluated blind too (--baselines blind): the same model without the video text, on the same
+    # questions. A gain it keeps without the text is not reading.
+    pairs += [({"name": f"{run['name']} blind", "predictions": read_jsonl(blind)}, run) for run in evals
+              if (blind := Path(run["folder"]) / "baselines" / "blind.jsonl").is_file()]
     rows = []
     for before, after in pairs:
         diff = prediction_difference(before["predictions"], after["predictions"])
@@ -330,6 +334,20 @@ def _baselines_per_task(metrics: dict[str, Any]) -> str:
     return "<h3>Baselines per task</h3>" + (note if rule or "blind" in ran else "") + _table(headers, rows)
 
 
+def _steps_ran(folder: Path) -> str:
+    """"<b>GRPO steps run: 20 of 40</b> (the time budget ended it). " from the run's summary.json, or ""."""
+    path = folder / "summary.json"
+    if not path.is_file():
+        return ""
+    summary = read_json(path)
+    budget = summary.get("time_budget") or {}
+    planned = budget.get("max_steps")
+    text = f"<b>GRPO steps run: {summary.get('global_step')}" + (f" of {planned}" if planned else "") + "</b>"
+    if budget.get("stopped_at_step"):
+        text += f" (its time budget of {budget.get('minutes')} min ended it)"
+    return text + ". "
+
+
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{_fmt(v)}</td>" for v in row) + "</tr>" for row in rows)
@@ -383,7 +401,7 @@ def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], ta
         parts.append("<h2>Per-task scores</h2><p class='note'>n questions per task (of the last run; another "
                      "run's own n beside its score where it differs); a task of a few questions moves by many "
                      "points per question, as its interval shows.</p>" + _table(headers, rows))
-        if len(evals) > 1:
+        if len(evals) > 1 or any((Path(r["folder"]) / "baselines" / "blind.jsonl").is_file() for r in evals):
             parts.append(_differences_section(evals))
         parts.append(_reference_section(evals))
         main = evals[-1]["metrics"]
@@ -414,7 +432,8 @@ def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], ta
         parts.append(f"<h2>{html.escape(title)}</h2><img src='{html.escape(name)}' alt='{html.escape(title)}'>")
     for run in trainings:
         last = run["history"][-1] if run["history"] else {}
-        parts.append(f"<h2>Training run {html.escape(run['name'])}</h2><p>{len(run['history'])} logged steps; last: "
+        parts.append(f"<h2>Training run {html.escape(run['name'])}</h2><p>{_steps_ran(Path(run['folder']))}"
+                     f"{len(run['history'])} logged steps; last: "
                      f"{html.escape(', '.join(f'{k}={v}' for k, v in list(last.items())[:8]))}</p>")
         if run["eval"]:
             parts.append("<p>Held-out evaluations during training (greedy):</p>" + _table(

@@ -94,8 +94,10 @@ class EmbodiedGRPOTrainer(GRPOTrainer):
             slices = [[r for r in rows if r in kept] for rows in slices or [_every_row(inputs)]]
             slices = [rows for rows in slices if rows]
             if not slices:
-                # Nothing moves a weight this step. One row at scale 0 keeps every parameter in the graph (a
-                # distributed backward needs that) for the cost of one row.
+                # Nothing moves a weight this step. On one process no pass is needed at all; across processes
+                # one row at scale 0 keeps every parameter in the graph, as a distributed backward needs.
+                if self.accelerator.num_processes == 1:
+                    return torch.zeros((), device=inputs["prompt_ids"].device, requires_grad=True)
                 return self._scaled_slice_loss(model, inputs, [0]) * 0.0
         with token_budget.activation_checkpointing(model, checkpoint):
             if len(slices) <= 1 and (live is None or len(slices[0]) == inputs["prompt_ids"].size(0)):
