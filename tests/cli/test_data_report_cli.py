@@ -25,6 +25,18 @@ def test_data_split_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert sorted(p.name for p in (tmp_path / "kf").iterdir()) == ["fold_0", "fold_1", "fold_2"]
 
 
+def test_data_split_keeps_only_the_task_types_asked_for(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mcq = shared_data("urbanvideo_bench/MCQ.parquet")
+    out = tmp_path / "split"
+    assert main(["data", "split", "--urbanvideo", str(mcq), "--tasks", "Counterfactual", "--out", str(out)]) == 0
+    tasks = {json.loads(line)["task"] for part in ("train", "val", "test")
+             for line in (out / f"{part}.jsonl").read_text().splitlines()}
+    assert tasks == {"Counterfactual"}
+    assert json.loads((out / "split.json").read_text())["tasks"] == "Counterfactual"
+    assert main(["data", "split", "--urbanvideo", str(mcq), "--tasks", "counting", "--out", str(out)]) == 2
+    assert "no questions of ['counting']" in capsys.readouterr().err
+
+
 def test_data_split_and_check_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["data", "split", "--out", str(tmp_path)]) == 2
     assert "give at least one of" in capsys.readouterr().err

@@ -272,3 +272,36 @@ def test_answer_spread_reads_the_options_words_under_option_first(tiny_lm_dir: P
     rows = [choice_row(i) for i in range(3)]  # options left / right / behind / ahead: "right" is B
     spread = answer_spread(Favour(), tokenizer, rows, think="option-first")
     assert spread == {"rows": 3, "entropy": 0.0, "top": {"B": 3}}
+
+
+def test_evidence_thinks_quote_what_each_task_s_answer_depends_on_and_keep_the_answers_random() -> None:
+    rows = [frame_row(i, last_action=a) for i, a in enumerate(["Rotate left", "Move backward"] * 4)]
+    letters = collections.Counter()
+    for example in warmup_examples(rows, steps=16, batch_size=4, seed=1, think="evidence"):
+        text, prompt = completion(example), example["prompt"][0]["content"]
+        last = "Rotate left" if "After Rotate left, Observe: a lamp" in prompt else "Move backward"
+        assert text.startswith(f"<think> The latest frame: After {last}. I compare"), text  # latest-frame's quote
+        letters[parse_answer(text, rows[0].options, "choice")] += 1
+    assert set(letters) == {"A", "B", "C", "D"} and max(letters.values()) - min(letters.values()) <= 8
+    counting = PromptRow(id="c", task="object_counting", answer=2, answer_type="number", prompt=[{
+        "role": "user", "content": "Frame 0: Observe: I see a red chair.\nFrame 1: After Rotate left, Observe: "
+                                   "Newly visible: a red chair; a blue lamp. The chair is visible: a red chair.\n"
+                                   "Question: How many chair(s) are in this room?"}])
+    examples = warmup_examples([counting, number_row(5)], steps=2, batch_size=1, seed=0, think="evidence")
+    target = next(e for e in examples if "chair(s)" in e["prompt"][0]["content"])
+    assert completion(target).startswith("<think> New chair in frames: 0, 1. I estimate the quantity")
+    # A task type whose answer the text does not state gets no quote, and nothing is refused.
+    plain = warmup_examples([choice_row(0)], steps=1, batch_size=1, seed=0, think="evidence")
+    assert completion(plain[0]).startswith("<think> I compare the observations")
+
+
+def test_train_warmup_only_warms_up_and_stops(tiny_recipe, capsys) -> None:
+    from embodied_r.cli.main import main
+
+    path = tiny_recipe(max_steps=1, format_warmup={"steps": 2, "batch_size": 2, "micro_batch_size": 1})
+    assert main(["train", "--recipe", str(path), "--warmup-only"]) == 0
+    recipe = load_recipe(path)
+    assert (warmup_model_dir(recipe.output_dir) / "warmup.json").is_file()
+    assert not (recipe.output_dir / "final").exists()  # no GRPO ran
+    assert main(["train", "--recipe", str(tiny_recipe(max_steps=1)), "--warmup-only"]) == 2
+    assert "has no format_warmup" in capsys.readouterr().err
