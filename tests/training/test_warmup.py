@@ -232,15 +232,19 @@ def test_option_first_thinks_name_the_options_words_before_its_letter() -> None:
         "<think> I compare the observations with each option and choose option ")
 
 
-def test_latest_frame_thinks_quote_the_last_action_and_keep_the_answers_random() -> None:
+def assert_last_action_quoted_and_letters_random(think: str) -> None:
     rows = [frame_row(i, last_action=a) for i, a in enumerate(["Rotate left", "Move backward"] * 4)]
     letters = collections.Counter()
-    for example in warmup_examples(rows, steps=16, batch_size=4, seed=1, think="latest-frame"):
+    for example in warmup_examples(rows, steps=16, batch_size=4, seed=1, think=think):
         text, prompt = completion(example), example["prompt"][0]["content"]
         last = "Rotate left" if "After Rotate left, Observe: a lamp" in prompt else "Move backward"
         assert text.startswith(f"<think> The latest frame: After {last}. I compare"), text
         letters[parse_answer(text, rows[0].options, "choice")] += 1
     assert set(letters) == {"A", "B", "C", "D"} and max(letters.values()) - min(letters.values()) <= 8
+
+
+def test_latest_frame_thinks_quote_the_last_action_and_keep_the_answers_random() -> None:
+    assert_last_action_quoted_and_letters_random("latest-frame")
     number = warmup_examples([number_row(1), number_row(2)], steps=1, batch_size=1, seed=0, think="option-first")
     assert completion(number[0]).startswith("<think> I estimate the quantity")
     with pytest.raises(WarmupError, match="latest-frame"):  # nothing to quote: a clear refusal
@@ -275,14 +279,7 @@ def test_answer_spread_reads_the_options_words_under_option_first(tiny_lm_dir: P
 
 
 def test_evidence_thinks_quote_what_each_task_s_answer_depends_on_and_keep_the_answers_random() -> None:
-    rows = [frame_row(i, last_action=a) for i, a in enumerate(["Rotate left", "Move backward"] * 4)]
-    letters = collections.Counter()
-    for example in warmup_examples(rows, steps=16, batch_size=4, seed=1, think="evidence"):
-        text, prompt = completion(example), example["prompt"][0]["content"]
-        last = "Rotate left" if "After Rotate left, Observe: a lamp" in prompt else "Move backward"
-        assert text.startswith(f"<think> The latest frame: After {last}. I compare"), text  # latest-frame's quote
-        letters[parse_answer(text, rows[0].options, "choice")] += 1
-    assert set(letters) == {"A", "B", "C", "D"} and max(letters.values()) - min(letters.values()) <= 8
+    assert_last_action_quoted_and_letters_random("evidence")  # for the last action: latest-frame's quote
     counting = PromptRow(id="c", task="object_counting", answer=2, answer_type="number", prompt=[{
         "role": "user", "content": "Frame 0: Observe: I see a red chair.\nFrame 1: After Rotate left, Observe: "
                                    "Newly visible: a red chair; a blue lamp. The chair is visible: a red chair.\n"
