@@ -125,6 +125,21 @@ def cap_per_type(rows: list[dict[str, Any]], per_type: int) -> list[dict[str, An
     return sorted((r for rs in kept.values() for r in rs), key=lambda r: str(r["id"]))
 
 
+def eval_rows(args: argparse.Namespace, files: dict[str, Path]) -> Path:
+    """The questions this run evaluates: the capped part, or with ``--eval-tasks`` (dev only) every dev
+    question of those task types, in ``OUT/data/<part>-eval.jsonl``; ``args.part`` names the set."""
+    if not args.eval_tasks:
+        return files[args.split]
+    path = args.out / "data" / f"{args.part}-eval.jsonl"
+    if not path.is_file():
+        wanted = set(args.eval_tasks.split(","))
+        rows = [r for r in read_jsonl(args.out / "data" / "prompts" / "dev.jsonl") if r["task"] in wanted]
+        if not rows:
+            raise SystemExit(f"--eval-tasks {args.eval_tasks}: no dev questions of these task types")
+        write_jsonl(path, rows)
+    return path
+
+
 def train_rows(args: argparse.Namespace, train: Path) -> Path:
     """The training rows of this arm (``--tasks`` keeps some task types), in ``OUT/train-<tasks>.jsonl``."""
     if not args.tasks:
@@ -238,8 +253,8 @@ def supervised_seed(args: argparse.Namespace, train: Path, start: Path, seed: in
 
 def evaluate(args: argparse.Namespace, name: str, model: Path, data: Path, train: Path,
              progress: Progress) -> None:
-    out = args.out / "evals" / args.split / name
-    progress.run(f"eval:{args.split}:{name}",
+    out = args.out / "evals" / args.part / name
+    progress.run(f"eval:{args.part}:{name}",
                  ["eval", "--data", str(data), "--model", str(model), "--out", str(out), "--batch-size", "8",
                   "--max-new-tokens", str(args.max_new_tokens), "--dtype", args.dtype,
                   "--baselines", EVAL_BASELINES, "--prior-from", str(train), "--no-report"])
@@ -437,6 +452,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--split", choices=("dev", "test"), default="dev",
                         help="where the models are evaluated: dev while choosing, test once per final arm")
     parser.add_argument("--table", action="store_true", help="only print and write the table of --split")
+    parser.add_argument("--eval-tasks", default="",
+                        help="dev only: evaluate every dev question of these task types instead of the capped set of "
+                        "all types (a cheaper, larger sample for choosing a lever on the task types trained)")
     data = parser.add_argument_group("data (fixed per OUT)")
     data.add_argument("--scenes", type=int, default=300)
     data.add_argument("--seconds", type=int, default=12)
@@ -470,6 +488,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if len(args.ratios) != 3 or abs(sum(args.ratios) - 1) > 1e-6 or min(args.ratios) <= 0:
         parser.error("--ratios needs three positive shares summing to 1 (train, dev, test)")
+    if args.eval_tasks and args.split == "test":
+        parser.error("--eval-tasks is for dev: test is evaluated on every task type, once per final arm")
+    args.part = args.split + ("+" + "+".join(sorted(args.eval_tasks.split(","))) if args.eval_tasks else "")
     try:
         args.seed_list = [int(s) for s in args.seeds.split(",")]
     except ValueError:
@@ -492,23 +513,24 @@ def main(argv: list[str] | None = None) -> int:
     freeze_arm(args, settings)
     if args.split == "test":
         log_test(args, settings)
-    evaluate(args, f"warmup-{warmup_name(args)}", start, files[args.split], files["train"], progress)
+    evaluated = eval_rows(args, files)
+    evaluate(args, f"warmup-{warmup_name(args)}", start, evaluated, files["train"], progress)
     for seed in args.seed_list:
         evaluate(args, f"{args.arm}-seed{seed}", train_seed(args, train, start, seed, progress),
-                 files[args.split], files["train"], progress)
+                 evaluated, files["train"], progress)
         if args.sft:
             evaluate(args, f"{args.arm}-sft-seed{seed}", supervised_seed(args, train, start, seed, progress),
-                     files[args.split], files["train"], progress)
+                     evaluated, files["train"], progress)
     return report(args)
 
 
 def report(args: argparse.Namespace) -> int:
-    result = summarise(args.out, args.split)
+    result = summarise(args.out, args.part)
     text = markdown(result)
     print(text)
-    atomic_write_json(args.out / f"ladder-{args.split}.json", result)
-    atomic_write_text(args.out / f"ladder-{args.split}.md", text + "\n")
-    print(f"\nwrote {args.out / f'ladder-{args.split}.json'} and .md")
+    atomic_write_json(args.out / f"ladder-{args.part}.json", result)
+    atomic_write_text(args.out / f"ladder-{args.part}.md", text + "\n")
+    print(f"\nwrote {args.out / f'ladder-{args.part}.json'} and .md")
     return 0
 
 
