@@ -10,8 +10,9 @@ cd "$(dirname "$0")/.."
 
 # What the GPU image lacks for `embodied_r.training` (it has torch, accelerate, peft, pandas, pyarrow,
 # rich, pyyaml): TRL and datasets with their small dependencies, and a transformers the package accepts.
-WHEELS=(trl==1.16.0 transformers==5.24.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 xxhash==4.1.0
-        tokenizers==0.23.3 huggingface-hub==2.4.0 hf-xet==1.8.0 fsspec==2026.9.0 safetensors==0.8.0)
+WHEELS=(trl==1.16.0 transformers==5.25.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 xxhash==4.1.0
+        tokenizers==0.23.3 huggingface-hub==2.4.0 hf-xet==1.8.0 fsspec==2026.9.0 safetensors==0.8.0
+        httpx2==2.16.2 httpcore2==2.16.2 truststore==0.10.5 accelerate==1.16.0 peft==0.21.2)
 
 if [[ "${1:-}" == "--fetch-wheels" ]]; then
     mkdir -p .whl
@@ -32,7 +33,9 @@ else
     export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 fi
 nvidia-smi -L || true
-python3 -c "import torch, transformers, trl; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
-'transformers', transformers.__version__, 'trl', trl.__version__)"
-PYTHONUNBUFFERED=1 timeout 570 python3 benchmarks/gpu_check.py --steps 3 --json "$OUT/gpu_check.json" \
+python3 -m pip list 2>/dev/null | grep -iE '^(torch|transformers|trl|accelerate|peft|datasets|pyarrow|vllm) ' || true
+# Import the training stack before building a 3B model, so that a missing package fails in seconds.
+python3 -c "import torch, transformers, trl, embodied_r.training.grpo; print('torch', torch.__version__, 'cuda', \
+torch.version.cuda, 'transformers', transformers.__version__, 'trl', trl.__version__)"
+PYTHONUNBUFFERED=1 timeout 480 python3 benchmarks/gpu_check.py --steps 6 --json "$OUT/gpu_check.json" \
     2>&1 | tee "$OUT/gpu_check.log"

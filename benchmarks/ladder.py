@@ -126,16 +126,16 @@ def cap_per_type(rows: list[dict[str, Any]], per_type: int) -> list[dict[str, An
 
 
 def eval_rows(args: argparse.Namespace, files: dict[str, Path]) -> Path:
-    """The questions this run evaluates: the capped part, or with ``--eval-tasks`` (dev only) every dev
-    question of those task types, in ``OUT/data/<part>-eval.jsonl``; ``args.part`` names the set."""
+    """The questions this run evaluates: the capped part, or with ``--eval-tasks`` every question of the
+    split of those task types, in ``OUT/data/<part>-eval.jsonl``; ``args.part`` names the set."""
     if not args.eval_tasks:
         return files[args.split]
     path = args.out / "data" / f"{args.part}-eval.jsonl"
     if not path.is_file():
         wanted = set(args.eval_tasks.split(","))
-        rows = [r for r in read_jsonl(args.out / "data" / "prompts" / "dev.jsonl") if r["task"] in wanted]
+        rows = [r for r in read_jsonl(args.out / "data" / "prompts" / f"{args.split}.jsonl") if r["task"] in wanted]
         if not rows:
-            raise SystemExit(f"--eval-tasks {args.eval_tasks}: no dev questions of these task types")
+            raise SystemExit(f"--eval-tasks {args.eval_tasks}: no {args.split} questions of these task types")
         write_jsonl(path, rows)
     return path
 
@@ -453,8 +453,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="where the models are evaluated: dev while choosing, test once per final arm")
     parser.add_argument("--table", action="store_true", help="only print and write the table of --split")
     parser.add_argument("--eval-tasks", default="",
-                        help="dev only: evaluate every dev question of these task types instead of the capped set of "
-                        "all types (a cheaper, larger sample for choosing a lever on the task types trained)")
+                        help="evaluate every question of the split of these task types instead of the capped set of "
+                        "all types (a cheaper, larger sample on the task types trained)")
     data = parser.add_argument_group("data (fixed per OUT)")
     data.add_argument("--scenes", type=int, default=300)
     data.add_argument("--seconds", type=int, default=12)
@@ -488,8 +488,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if len(args.ratios) != 3 or abs(sum(args.ratios) - 1) > 1e-6 or min(args.ratios) <= 0:
         parser.error("--ratios needs three positive shares summing to 1 (train, dev, test)")
-    if args.eval_tasks and args.split == "test":
-        parser.error("--eval-tasks is for dev: test is evaluated on every task type, once per final arm")
     args.part = args.split + ("+" + "+".join(sorted(args.eval_tasks.split(","))) if args.eval_tasks else "")
     try:
         args.seed_list = [int(s) for s in args.seeds.split(",")]

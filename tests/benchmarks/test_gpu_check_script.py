@@ -31,7 +31,7 @@ def test_gpu_check_runs_end_to_end_in_tiny_mode(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     runs = json.loads(out.read_text())["runs"]
     with_vllm = vllm_runs_here()
-    assert [(r["shared_prefix"], r["vllm"]) for r in runs] == [(True, False), (False, False)] + (
+    assert [(r["shared_prefix"], r["vllm"]) for r in runs] == [(False, False), (True, False)] + (
         [(True, True)] if with_vllm else [])
     for run in runs:   # every number the GPU run reports was measured
         assert run["steps"] == 1 and run["generation_tokens_per_s"] > 0 and run["update_s_per_step"] > 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -17,12 +19,20 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "learning_curve.py
 
 
 @pytest.fixture(scope="module")
-def curve() -> ModuleType:
+def curve() -> Iterator[ModuleType]:
     spec = importlib.util.spec_from_file_location("learning_curve", SCRIPT)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    # doctest keeps the functions whose module (looked up by name in sys.modules) is this one; another test
+    # may have imported the script under the same name already (benchmarks/ladder.py imports it).
+    previous = sys.modules.get("learning_curve")
+    sys.modules["learning_curve"] = module
+    yield module
+    if previous is None:
+        sys.modules.pop("learning_curve", None)
+    else:
+        sys.modules["learning_curve"] = previous
 
 
 def arguments(out: Path, **changes: object) -> argparse.Namespace:

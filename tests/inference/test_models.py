@@ -91,3 +91,21 @@ def test_adapter_folders_give_clear_errors(tiny_lm_dir: Path, tmp_path: Path) ->
     (broken / "adapter_config.json").write_text('{"r": 4}')
     with pytest.raises(ModelLoadError, match="names no base_model_name_or_path"):
         load_reasoner(str(broken))
+
+
+def test_loading_needs_neither_hub_kernels_nor_a_network(tiny_lm_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first GPU run: transformers asked for the Hub's layer kernels at load time, and a machine without
+    the ``kernels`` package (or a network) could load no model. Loads must work without them."""
+    import transformers.modeling_utils as modeling_utils
+
+    monkeypatch.delenv("USE_HUB_KERNELS", raising=False)
+    monkeypatch.setattr(modeling_utils, "is_kernels_available", lambda: False)
+    model, _ = load_reasoner(str(tiny_lm_dir), dtype="float32", device="cpu")
+    assert model.use_kernels is False
+
+
+def test_the_user_can_turn_hub_kernels_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("USE_HUB_KERNELS", "YES")
+    assert models.hub_kernel_kwargs() == {}  # transformers reads the variable itself
+    monkeypatch.delenv("USE_HUB_KERNELS")
+    assert models.hub_kernel_kwargs() == {"use_kernels": False}

@@ -160,7 +160,7 @@ def load_vision_model(model_name: str, dtype: str = "auto") -> tuple[Any, Any]:
     from transformers import AutoModelForImageTextToText
     from transformers.utils import logging as hf_logging
 
-    from embodied_r.inference.models import resolve_model_path, torch_dtype
+    from embodied_r.inference.models import hub_kernel_kwargs, resolve_model_path, torch_dtype
     from embodied_r.inference.vl_processor import load_vl_processor
 
     hf_logging.disable_progress_bar()
@@ -168,7 +168,7 @@ def load_vision_model(model_name: str, dtype: str = "auto") -> tuple[Any, Any]:
     path = resolve_model_path(model_name)
     processor = load_vl_processor(path)
     try:
-        model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch_dtype(dtype))
+        model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch_dtype(dtype), **hub_kernel_kwargs())
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"could not load the vision-language model {model_name!r}: {exc}") from exc
     if processor.tokenizer.pad_token is None:  # batched generation pads; many chat models ship no pad token

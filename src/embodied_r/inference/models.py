@@ -114,7 +114,8 @@ def ensure_converted(name: str = DEFAULT_REASONER) -> Path:
             # dequantize=True gives a plain dense model without a GGUF quantizer attached; otherwise
             # save_pretrained and training both refuse it (measured with transformers 5 and TRL 1.16).
             model = AutoModelForCausalLM.from_pretrained(
-                gguf_path.parent, gguf_file=gguf_path.name, quantization_config=GgufConfig(dequantize=True)
+                gguf_path.parent, gguf_file=gguf_path.name, quantization_config=GgufConfig(dequantize=True),
+                **hub_kernel_kwargs(),
             )
         if packaged.chat_template:
             tokenizer.chat_template = packaged.chat_template
@@ -179,6 +180,21 @@ def adapter_base(folder: str | Path) -> str | None:
     return str(base)
 
 
+def hub_kernel_kwargs() -> dict[str, bool]:
+    """What every model load passes about the Hub's layer kernels.
+
+    transformers 5.2x replaces some layers of a model it loads with kernels fetched from the Hub, unless
+    told not to; that needs the ``kernels`` package and a network at load time. On a GPU machine without
+    either (the first GPU run, docs/training.md) every load failed. Loads here use the stock PyTorch layers
+    (the ones every number in the docs was measured with) unless the user sets ``USE_HUB_KERNELS``, which
+    transformers then reads itself.
+
+    >>> "USE_HUB_KERNELS" in os.environ or hub_kernel_kwargs() == {"use_kernels": False}
+    True
+    """
+    return {} if "USE_HUB_KERNELS" in os.environ else {"use_kernels": False}
+
+
 def torch_dtype(dtype: str | Any) -> Any:
     import torch
 
@@ -231,7 +247,7 @@ def load_reasoner(name_or_path: str = DEFAULT_REASONER, dtype: str | Any = "auto
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(folder) if own_tokenizer else path)
         extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype), **extra)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype), **extra, **hub_kernel_kwargs())
         if base is not None:
             from peft import PeftModel
 

@@ -374,6 +374,8 @@ def build_config(recipe: Recipe, schedule: RewardSchedule | None, num_processes:
     checked for ``num_processes`` (default: the running processes)."""
     import torch
 
+    from embodied_r.inference.models import hub_kernel_kwargs
+
     dtype_name, bf16 = resolve_precision(recipe)
     values: dict[str, Any] = {
         "output_dir": str(recipe.output_dir),
@@ -383,7 +385,7 @@ def build_config(recipe: Recipe, schedule: RewardSchedule | None, num_processes:
         "save_steps": 50,
         **recipe.trl,
         "bf16": bf16,
-        "model_init_kwargs": {"dtype": dtype_name,
+        "model_init_kwargs": {"dtype": dtype_name, **hub_kernel_kwargs(),
                               **({"attn_implementation": recipe.attn_implementation}
                                  if recipe.attn_implementation else {})},
     }

@@ -343,6 +343,7 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
+    from embodied_r.inference.models import hub_kernel_kwargs
     from embodied_r.training.precision import training_precision
 
     final = warmup_model_dir(output_dir)
@@ -381,7 +382,7 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
         completion_only_loss=True,  # the prompt (perception text) is context, not something to imitate
         bf16=precision.bf16_autocast,
         use_cpu=not torch.cuda.is_available(),
-        model_init_kwargs={"dtype": precision.weights,
+        model_init_kwargs={"dtype": precision.weights, **hub_kernel_kwargs(),
                            **({"attn_implementation": attn_implementation} if attn_implementation else {})},
     )
     trainer = SFTTrainer(model=model_path, args=config, train_dataset=Dataset.from_list(examples))

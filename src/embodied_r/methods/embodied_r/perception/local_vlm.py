@@ -56,14 +56,15 @@ class TransformersBackend:
             import torch
             from transformers import AutoModelForImageTextToText
 
+            from embodied_r.inference.models import hub_kernel_kwargs
             from embodied_r.inference.vl_processor import load_vl_processor
 
             dtype = self.dtype if self.dtype == "auto" else getattr(torch, self.dtype)
             device_map = self.device if self.device != "cpu" else None
             logger.info("loading %s (dtype=%s, device=%s)", self.model, self.dtype, self.device)
             self._processor = load_vl_processor(self.model)  # works without torchvision, for images
-            self._model = AutoModelForImageTextToText.from_pretrained(self.model, dtype=dtype,
-                                                                      device_map=device_map).eval()
+            self._model = AutoModelForImageTextToText.from_pretrained(
+                self.model, dtype=dtype, device_map=device_map, **hub_kernel_kwargs()).eval()
         tokenizer = getattr(self._processor, "tokenizer", self._processor)
         tokenizer.padding_side = "left"  # generation appends on the right of every row
         return self._model, self._processor
