@@ -35,18 +35,20 @@ def probe_rows(n: int = 20) -> list[dict]:
     return rows
 
 
-class ContentJudge:
-    """Reads content: the option whose text the reasoning mentions last (A when none)."""
+class OracleJudge:
+    """Knows the expected answer of every case of one probe: what a judge that passes it looks like."""
 
-    name = "content-stub"
+    name = "oracle-stub"
     sees_letters = False
 
+    def __init__(self, cases) -> None:
+        from embodied_r.inference.judges import visible_thinks
+
+        seen = visible_thinks(self, [c.think for c in cases], [c.options for c in cases])
+        self.answers = {(c.question, think): c.target for c, think in zip(cases, seen)}
+
     def judge(self, questions, thinks, options):
-        out = []
-        for think, opts in zip(thinks, options):
-            found = [(think.rfind(o.split(". ", 1)[1]), o[0]) for o in opts if o.split(". ", 1)[1] in think]
-            out.append(max(found)[1] if found else "A")
-        return out
+        return [self.answers[(q, t)] for q, t in zip(questions, thinks)]
 
 
 class LetterJudge:

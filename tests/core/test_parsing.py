@@ -50,6 +50,15 @@ NUMBER_CASES = [
     ("<answer>twenty-one chairs</answer>", 21.0),  # compound number word
     ("<answer>-2</answer>", -2.0),                 # negative
     ("<answer>.5</answer>", 0.5),                  # leading dot
+    ("<answer>.62</answer>", 0.62),                # leading dot (lmms-eval's reader says 62)
+    ("<answer>two hundred and thirteen</answer>", 213.0),     # hundreds (a words-to-99 reader says 2)
+    ("<answer>Three Hundred Twenty-One</answer>", 321.0),     # hundreds without "and", any case
+    ("<answer>one thousand two hundred and five</answer>", 1205.0),  # thousands
+    ("<answer>twelve hundred</answer>", 1200.0),   # hundreds of a teen
+    ("<answer>a hundred</answer>", 100.0),         # a scale word alone
+    ("<answer>one or two</answer>", 1.0),          # the first number, not a sum of two
+    ("<answer>two, three</answer>", 2.0),          # a comma ends a number (lmms-eval's reader says 5)
+    ("<answer>hundreds of chairs</answer>", None),  # "hundreds" is no number
     ("<answer>2e3</answer>", 2000.0),              # exponent
     ("<answer>none</answer>", None),               # no number
     ("3.5", None),                                 # no tags

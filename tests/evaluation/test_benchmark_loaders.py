@@ -138,31 +138,67 @@ def test_vsibench_missing_videos_are_warned_not_dropped(tmp_path: Path) -> None:
     assert report.warnings[0]["reason"].startswith("video not found")
 
 
-def test_vsibench_official_aggregation() -> None:
-    scores = vsibench({"object_rel_direction_easy": 1.0, "object_rel_direction_medium": 0.5,
-                       "object_rel_direction_hard": 0.0, "object_counting": 0.3, "last_action": 1.0})
-    # Levels averaged unweighted into one score; the overall over VSI-Bench types only, in percent.
-    assert scores["object_rel_direction_accuracy"] == 50.0 and scores["object_counting_mra"] == 30.0
-    assert scores["vsibench_overall"] == 40.0
+def _answers(items: list[tuple[str, str, str]], our_score: float = 1.0) -> list[dict[str, object]]:
+    """Prediction dicts (task, answer text, gold) with ``our_score`` as the project's own score."""
+    return [{"id": f"q{i}", "task": task, "answer": gold, "completion": f"<think>.</think><answer>{text}</answer>",
+             "score": our_score} for i, (task, text, gold) in enumerate(items)]
+
+
+def test_vsibench_reference_scores_each_answer_by_the_reference_rule_and_averages_levels() -> None:
+    scores = vsibench(_answers([("object_rel_direction_easy", "B", "B"), ("object_rel_direction_easy", "A", "B"),
+                                ("object_rel_direction_medium", "(C)", "C"),  # 0 under the reference rule
+                                ("object_rel_direction_hard", "D. back-right", "D"),
+                                ("object_counting", "two hundred and thirteen", "213"),
+                                ("object_counting", ".62", "62"),  # the reference reads 62
+                                ("last_action", "A", "A")]))
+    # Levels: easy 1/2, medium 0, hard 1 -> (0.5 + 0 + 1) / 3; counting 1.0; overall their mean, in percent.
+    assert scores["object_rel_direction_accuracy"] == pytest.approx(50.0)
+    assert scores["object_counting_mra"] == 100.0
+    assert scores["vsibench_overall"] == pytest.approx(75.0)
+    assert scores["n_items"] == 6 and scores["item_disagreements"] == 2  # "A" for B and "(C)": ours said 1.0
     assert not scores["complete"] and "route_planning_accuracy" in scores["missing"] and len(scores["missing"]) == 6
-    every = {t: 0.5 for t in ("obj_appearance_order", "object_abs_distance", "object_counting", "object_rel_distance",
-                              "object_size_estimation", "room_size_estimation", "route_planning",
-                              "object_rel_direction")}  # merged levels, as Embodied-R loads them
-    full = vsibench(every)
-    assert full["complete"] and full["vsibench_overall"] == 50.0
+    assert vsibench(_answers([("last_action", "A", "A")])) is None
+
+
+def test_vsibench_reference_averages_merged_rows_by_their_level() -> None:
+    # Two easy questions right, one hard wrong: by level (1 + 0) / 2 = 50, not the question-weighted 2/3.
+    items = [("object_rel_direction", "A", "A"), ("object_rel_direction", "B", "B"), ("object_rel_direction", "A", "C")]
+    levels = {"q0": "object_rel_direction_easy", "q1": "object_rel_direction_easy", "q2": "object_rel_direction_hard"}
+    table = vsibench(_answers(items), levels)
+    assert table["object_rel_direction_accuracy"] == 50.0
+    assert table["missing"][-1] == "object_rel_direction_medium" and not table["complete"]
+    # Without their levels the reference's number cannot be computed: it is left out, never the weighted mean.
+    unknown = vsibench(_answers(items))
+    assert "object_rel_direction_accuracy" not in unknown and unknown["levels_unknown"] == 3
+    assert unknown["vsibench_overall"] is None and not unknown["complete"]
+
+
+def test_vsibench_reference_is_complete_only_with_every_type_and_level() -> None:
+    types = ("obj_appearance_order", "object_rel_distance", "route_planning", "object_rel_direction_easy",
+             "object_rel_direction_medium", "object_rel_direction_hard")
+    items = [(t, "A", "A") for t in types] + [(t, "2", "4") for t in ("object_abs_distance", "object_counting",
+                                                                      "object_size_estimation", "room_size_estimation")]
+    full = vsibench(_answers(items))
+    # Choice types 1.0, numeric 0.1 (50 % off passes only the 0.50 threshold): (4 * 1 + 4 * 0.1) / 8.
+    assert full["complete"] and full["missing"] == [] and full["vsibench_overall"] == pytest.approx(55.0)
     assert len([k for k in full if k.endswith(("_accuracy", "_mra"))]) == 8
-    assert vsibench({"last_action": 1.0}) is None
+    without_hard = vsibench(_answers([i for i in items if i[0] != "object_rel_direction_hard"]))
+    assert not without_hard["complete"] and without_hard["missing"] == ["object_rel_direction_hard"]
+    assert without_hard["levels_averaged"] == ["object_rel_direction_easy", "object_rel_direction_medium"]
 
 
-def test_mvbench_reference_leaves_empty_predictions_out() -> None:
-    predictions = [{"task": "action_sequence", "score": 1.0, "completion": "<answer>A</answer>"},
-                   {"task": "action_sequence", "score": 0.0, "completion": "  "},
-                   {"task": "moving_count", "score": 0.0, "completion": "B"},
-                   {"task": "moving_count", "score": 1.0, "completion": "C"}]
+def test_mvbench_reference_uses_its_letter_rule_and_leaves_empty_answers_out() -> None:
+    predictions = [{"task": "action_sequence", "answer": "A", "score": 1.0, "completion": "<answer>A</answer>"},
+                   {"task": "action_sequence", "answer": "A", "score": 0.0, "completion": "<answer>  </answer>"},
+                   {"task": "action_sequence", "answer": "B", "score": 0.0, "completion": "no answer block"},
+                   {"task": "moving_count", "answer": "B", "score": 0.0, "completion": "<answer>a cup</answer>"},
+                   {"task": "moving_count", "answer": "C", "score": 1.0, "completion": "<answer>(C)</answer>"}]
     table = mvbench(predictions)
+    # "a cup" reads as option A under the reference rule (wrong here); "(C)" as C.
     assert table["mvbench_action_sequence"] == 100.0 and table["mvbench_moving_count"] == 50.0
-    assert table["mvbench_average"] == 75.0 and table["empty_predictions_excluded"] == 1
-    assert mvbench([{"task": "route_planning", "score": 1.0, "completion": "A"}]) is None
+    assert table["mvbench_average"] == 75.0 and table["empty_predictions_excluded"] == 2
+    assert table["item_disagreements"] == 0
+    assert mvbench([{"task": "route_planning", "answer": "A", "score": 1.0, "completion": "A"}]) is None
 
 
 # ---------------------------------------------------------------------------------------------------

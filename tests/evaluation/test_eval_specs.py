@@ -232,3 +232,24 @@ def test_perception_backend_runs_inside_eval(tmp_path: Path, monkeypatch: pytest
     assert {s["id"] for s in metrics["skipped"]} == {"p2"}  # its video is missing: no perception, reported
     assert len(read_jsonl(tmp_path / "out" / "perception.jsonl")) == 2
     assert "Frame 1: After" in engine.prompts[0][1]["content"]  # the VLM's text reached the reasoner prompt
+
+
+def test_merged_vsibench_rows_keep_their_level_for_the_reference(tmp_path: Path) -> None:
+    from embodied_r.evaluation.analysis import assemble_metrics
+    from embodied_r.evaluation.benchmarks.common import LoadReport
+    from embodied_r.evaluation.predict import score_completion
+
+    levels = ["object_rel_direction_easy", "object_rel_direction_easy", "object_rel_direction_hard"]
+    questions = [{"id": i, "dataset": "scannet", "scene_name": "s", "question_type": level, "question": "Where?",
+                  "options": ["A. left", "B. right"], "ground_truth": "A"} for i, level in enumerate(levels)]
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps(q) + "\n" for q in questions))
+    perception = PerceptionSource(file=str(_write_perception(tmp_path, ["0", "1", "2"])))
+    rows, _ = load_eval_rows(f"vsibench-merged:{tmp_path / 'test.jsonl'}", perception=perception)
+    assert {row.task for row in rows} == {"object_rel_direction"}
+    assert [row.meta["question_type"] for row in rows] == levels
+    # Both easy questions right, the hard one wrong: 50 % by level (2/3 weighted by question).
+    predictions = [score_completion(row, f"<answer>{'A' if row.id != '2' else 'B'}</answer>").to_dict()
+                   for row in rows]
+    metrics = assemble_metrics(predictions, rows, {}, {"status": "not run"}, LoadReport())
+    assert metrics["tasks"]["object_rel_direction"]["score"] == pytest.approx(2 / 3)
+    assert metrics["reference"]["vsibench"]["object_rel_direction_accuracy"] == 50.0

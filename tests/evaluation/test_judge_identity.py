@@ -11,6 +11,7 @@ from probe_rows import probe_rows, quick_eval_argv
 from embodied_r.cli.main import main
 from embodied_r.core.io import write_jsonl
 from embodied_r.evaluation.judge_identity import judge_flags, training_judge
+from embodied_r.inference.judge_probe import KINDS
 
 
 def _training_run(root: Path, start_model: Path, reference_model="policy") -> Path:
@@ -46,7 +47,7 @@ def test_eval_reports_the_judge_probe_beside_the_rate(tmp_path: Path, tiny_lm_di
     consistency = json.loads((out / "metrics.json").read_text())["consistency"]
     assert consistency["status"] == "ok" and consistency["sees_letters"] is False
     probe = consistency["probe"]
-    assert probe["cases"] == 3 * 64 and probe["judge"] == str(tiny_lm_dir)
+    assert probe["cases"] == len(KINDS) * 64 and probe["judge"] == str(tiny_lm_dir)
     assert (out / "judge_probe.json").is_file()
     assert any(flag.startswith("self-judged") for flag in consistency["flags"])
     if not probe["passed"]:
@@ -62,7 +63,7 @@ def test_the_judge_probe_size_is_an_option(tmp_path: Path, tiny_lm_dir: Path) ->
     argv = quick_eval_argv(data, tiny_lm_dir, out, "--judge", str(tiny_lm_dir), "--judge-probe-cases", "16")
     assert main(argv) == 0
     probe = json.loads((out / "metrics.json").read_text())["consistency"]["probe"]
-    assert probe["cases"] == 3 * 16 and probe["fingerprint"]["cases"] == 16
+    assert probe["cases"] == len(KINDS) * 16 and probe["fingerprint"]["cases"] == 16
     # Below the probe's minimum, or without a judge to probe: a clear error before anything is loaded.
     assert main(quick_eval_argv(data, tiny_lm_dir, tmp_path / "e2", "--judge", str(tiny_lm_dir),
                                 "--judge-probe-cases", "8")) == 2

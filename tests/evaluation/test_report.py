@@ -78,8 +78,11 @@ def test_report_shows_the_reference_names(tmp_path: Path) -> None:
 
     folder = make_eval_run(tmp_path / "vsi", [True, False])
     metrics = json.loads((folder / "metrics.json").read_text())
-    metrics["reference"] = reference_metrics({"object_rel_direction_easy": 1.0, "object_rel_direction_hard": 0.0,
-                                              "route_planning": 0.25}, [])
+    answers = [("object_rel_direction_easy", "A", "A"), ("object_rel_direction_hard", "B", "A")] + [
+        ("route_planning", "A", gold) for gold in "ABCD"]
+    metrics["reference"] = reference_metrics([{"id": f"v{i}", "task": t, "answer": gold, "score": 1.0,
+                                               "completion": f"<answer>{text}</answer>"}
+                                              for i, (t, text, gold) in enumerate(answers)])
     (folder / "metrics.json").write_text(json.dumps(metrics))
     build_report([folder], tmp_path / "report")
     page = (tmp_path / "report" / "report.html").read_text()
@@ -114,15 +117,18 @@ def test_eval_prints_the_reference_names(capsys: pytest.CaptureFixture[str]) -> 
     from embodied_r.cli.eval import print_metrics
     from embodied_r.evaluation.reference_names import reference_metrics
 
-    predictions = [{"task": "object_counting", "score": 0.6, "parsed_answer": 8.0},
-                   {"task": "route_planning", "score": 1.0, "parsed_answer": "A"}]
+    predictions = [{"id": "c", "task": "object_counting", "score": 0.6, "parsed_answer": 8.0, "answer": 10,
+                    "completion": "<answer>8</answer>"},
+                   {"id": "r", "task": "route_planning", "score": 1.0, "parsed_answer": "A", "answer": "A",
+                    "completion": "<answer>(A)</answer>"}]
     metrics = {**task_table(predictions), "model": "m", "data": "d", "resumed": 0, "generated_this_run": 2,
                "wall_time_s": 1.0}
-    metrics["reference"] = reference_metrics({t: v["score"] for t, v in metrics["tasks"].items()}, predictions)
+    metrics["reference"] = reference_metrics(predictions)
     print_metrics(metrics)
     out = capsys.readouterr().out
-    assert "lmms-eval" in out and "object_counting_mra" in out and "vsibench_overall" in out and "80.0" in out
-    assert "missing:" in out
+    # MRA 0.6 and "(A)" scored 0 by the reference's rule: overall 30 %; one question scored differently.
+    assert "lmms-eval" in out and "object_counting_mra" in out and "vsibench_overall" in out and "30.0" in out
+    assert "missing:" in out and "score 1 of 2 question(s) differently" in out
 
 
 def test_a_run_of_fewer_questions_says_its_own_n(tmp_path: Path) -> None:

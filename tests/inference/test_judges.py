@@ -89,3 +89,44 @@ def test_judge_prompt_has_question_think_and_instruction() -> None:
     messages = judge_messages(QUESTION, "it is right", LETTERS)
     user = messages[-1]["content"]
     assert QUESTION in user and "Thinking process: it is right" in user and user.endswith(INSTRUCTION)
+
+
+def test_a_refusing_judge_is_offered_none_and_scores_it_like_a_letter(tiny_lm_dir: Path) -> None:
+    from embodied_r.inference.judges import NO_OPTION
+
+    user = judge_messages(QUESTION, "it is right", LETTERS, refusal=True)[-1]["content"]
+    assert "or with none if the thinking process does not lead to any one option" in user
+    judge = ReferenceJudge.from_pretrained(str(tiny_lm_dir), dtype="float32", device="cpu", scoring="letter",
+                                           refusal=True)
+    options = [list(QUESTION.split("\n")[2:])]
+    (scores,) = judge.letter_scores([QUESTION], ["I cannot tell"], options)
+    assert sorted(scores) == sorted([*LETTERS, NO_OPTION])
+    assert judge.judge([QUESTION], ["I cannot tell"], options) == [max(scores, key=scores.get)]
+
+
+def test_an_endpoint_reads_none_before_letters_only_when_it_may_refuse() -> None:
+    from embodied_r.inference.judges import OpenAIJudge
+
+    letters = ("A", "B", "C", "D", "E")
+    refusing = OpenAIJudge("http://127.0.0.1:9/v1", "m", refusal=True)
+    assert refusing._answer(" None.", letters) == "none" and refusing._answer("b", letters) == "B"
+    assert refusing._chat(QUESTION, "x", letters)[1] == {"structured_outputs": {"choice": [*letters, "none"]}}
+    # Without refusal "none" is not a reply; its letters are read as usual (E here).
+    assert OpenAIJudge("http://127.0.0.1:9/v1", "m")._answer("none", letters) == "E"
+
+
+def test_reference_judges_by_name_and_none_settings_are_checked_before_a_model_loads(tmp_path: Path) -> None:
+    from embodied_r.inference.judges import build_judge
+
+    assert build_judge("mentioned-last", "unused").name == "mentioned-last"
+    assert build_judge("always-a", "unused").judge(["q"], ["t"], [["A. x", "B. y"]]) == ["A"]
+    missing = str(tmp_path / "no-such-model")  # loading it would fail: the settings are refused first
+    bad = [
+        ({"model": missing, "no_basis": "high"}, None, "no_basis must be a number"),
+        ({"model": missing, "no_basis": 1.0}, "letter", "a letter judge answers none with refusal"),
+        ({"model": missing, "refusal": True}, None, "an option-text judge answers none through its no_basis"),
+        ({"base_url": "http://127.0.0.1:9/v1", "model": "m", "no_basis": 1.0}, None, "endpoint does not give"),
+    ]
+    for spec, scoring, message in bad:
+        with pytest.raises(ValueError, match=message):
+            build_judge(spec, "unused", scoring=scoring)

@@ -115,3 +115,19 @@ def test_calibration_cache_is_bounded_and_a_full_cache_changes_no_score(tiny_lm_
     again = judge.option_scores([*questions, third], [*thinks, "q"], [*options, ["A. p", "B. q"]])
     assert len(judge._calibration) <= 2
     assert again[:2] == [pytest.approx(s, abs=2e-4) for s in first]
+
+
+def test_a_no_basis_threshold_answers_none_when_no_option_reaches_it(tiny_lm_dir) -> None:
+    from embodied_r.inference.judges import NO_OPTION
+
+    judge = ReferenceJudge.from_pretrained(str(tiny_lm_dir), dtype="float32", device="cpu")
+    questions, thinks, options = [QUESTION, QUESTION], ["It is on the right.", "I cannot tell."], [OPTIONS, OPTIONS]
+    scores = judge.option_scores(questions, thinks, options)
+    picks = judge.judge(questions, thinks, options)
+    best = [max(s.values()) for s in scores]
+    judge.no_basis = min(best) + 1e-6  # the row with the lower best score falls below the threshold
+    answers = judge.judge(questions, thinks, options)
+    low = best.index(min(best))
+    assert answers[low] == NO_OPTION and answers[1 - low] == picks[1 - low]
+    judge.no_basis = min(best) - 1.0
+    assert judge.judge(questions, thinks, options) == picks

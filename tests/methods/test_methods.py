@@ -36,10 +36,10 @@ def test_the_official_embodied_r_parser_is_not_applied_to_robot_r1_answers() -> 
                     "completion": "<answer>[[B]]</answer>", "parsed_answer": "B"},
                    {"id": "e", "task": "dir", "answer_type": "choice", "answer": "B",
                     "completion": "<answer>B</answer>", "parsed_answer": "B"}]
-    assert reference_metrics({}, predictions, {"e"})["embodied_r"] == {"dir_accuracy": 100.0,
+    assert reference_metrics(predictions, {"e"})["embodied_r"] == {"dir_accuracy": 100.0,
                                                                        "total_accuracy": 100.0,
                                                                        "parser_disagreements": 0}
-    assert "embodied_r" not in reference_metrics({}, predictions[:1], set())  # Robot-R1 rows only: no table
+    assert "embodied_r" not in reference_metrics(predictions[:1], set())  # Robot-R1 rows only: no table
 
 
 def _repository_root() -> Path:

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from probe_rows import ConstantJudge, ContentJudge, probe_rows
+from probe_rows import ConstantJudge, OracleJudge, probe_rows
 
 from embodied_r.core.io import write_jsonl
+from embodied_r.inference.judge_probe import build_probe_cases
 from embodied_r.inference.judges import JudgeError
 from embodied_r.methods.embodied_r.schedule import RewardSchedule
 from embodied_r.training.grpo import build_trainer
@@ -48,17 +49,28 @@ def test_allow_weak_judge_goes_on_and_records_it(choice_recipe) -> None:
     assert trainer.reward_funcs[-1].num_generations == 2  # groups of num_generations are dropped whole
 
 
-def test_a_content_reading_judge_passes_and_its_probe_is_reused(choice_recipe, monkeypatch) -> None:
+def test_a_judge_that_passes_every_kind_passes_and_its_probe_is_reused(choice_recipe, monkeypatch) -> None:
     recipe = choice_recipe()
-    _, context = build_trainer(recipe, judge=ContentJudge())
-    assert context["judge_probe"]["passed"] is True and context["judge_probe"]["agreement"]["content"] == 1.0
+    oracle = OracleJudge(build_probe_cases(probe_rows(20)))  # the cases the gate builds (default settings)
+    _, context = build_trainer(recipe, judge=oracle)
+    assert context["judge_probe"]["passed"] is True and set(context["judge_probe"]["agreement"].values()) == {1.0}
     from embodied_r.inference import judge_probe
 
     monkeypatch.setattr(
         judge_probe, "run_probe", lambda *a, **k: pytest.fail("an identical probe was run again")
     )
-    _, again = build_trainer(recipe, judge=ContentJudge())
+    _, again = build_trainer(recipe, judge=oracle)
     assert again["judge_probe"]["passed"] is True
+
+
+def test_a_string_matching_judge_stops_the_run(choice_recipe) -> None:
+    from embodied_r.inference.reference_judges import MentionedLastJudge
+
+    with pytest.raises(JudgeError) as raised:
+        build_trainer(choice_recipe(), judge=MentionedLastJudge())
+    message = str(raised.value)
+    assert "content agreement 100.0%" in message and "target-first agreement 0.0% is below 80%" in message
+    assert "no_basis" in message and "refusal: true" in message
 
 
 def test_no_probe_when_the_consistency_weight_is_always_zero(choice_recipe) -> None:
@@ -115,3 +127,27 @@ def test_a_judge_that_cannot_be_loaded_stops_the_run_before_the_warm_up(choice_r
     with pytest.raises(JudgeError, match="cannot load the judge model"):
         build_trainer(recipe)
     assert not (recipe.output_dir / "warmup").exists()  # nothing was trained
+
+
+def test_an_unknown_consistency_rule_or_rows_without_options_stop_before_any_model_loads(
+    tiny_recipe, tmp_path: Path
+) -> None:
+    with pytest.raises(RecipeError, match="consistency_rule 'shuffle' does not exist"):
+        load_recipe(tiny_recipe(consistency_rule="shuffle"))
+    with pytest.raises(RecipeError, match="set consistency_rule as a recipe key"):
+        load_recipe(tiny_recipe(rewards=["format", {"consistency": {"consistency_rule": "shuffled-options"}}]))
+    # Loading already refuses a multiple-choice row without options; rows with no options at all are
+    # open questions, which give the rule nothing to shuffle.
+    rows = [{**row, "answer": "3", "answer_type": "number", "options": None} for row in probe_rows(20)]
+    data = tmp_path / "no_options.jsonl"
+    write_jsonl(data, rows)
+    recipe = load_recipe(tiny_recipe(train_data=str(data), rewards=["format", "accuracy", "consistency"],
+                                     consistency_rule="shuffled-options", model=str(tmp_path / "no-such-model")))
+    with pytest.raises(RecipeError, match="shuffled-options re-reads each think .* no multiple-choice rows"):
+        build_trainer(recipe)
+    assert not recipe.output_dir.exists() or not any(recipe.output_dir.iterdir())
+    judged = load_recipe(tiny_recipe(train_data=str(data), rewards=["format", "accuracy", "consistency"],
+                                     model=str(tmp_path / "no-such-model")))
+    with pytest.raises(Exception, match="no-such-model") as raised:  # the judge rule goes on to the model
+        build_trainer(judged)
+    assert "shuffled-options" not in str(raised.value)

@@ -78,3 +78,18 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     return "" if value is None else str(value)
+
+
+def print_task_scores(metrics: dict[str, Any]) -> None:
+    """The per-task table of a ``metrics.json`` (``eval`` and ``score``): n, score with its interval,
+    unparsed, and the micro and macro overall rows."""
+    from embodied_r.core.intervals import format_interval
+
+    rows = [[task, t["n"], format_interval(t["score"], t.get("ci95")), t["unparsed"]]
+            for task, t in metrics["tasks"].items()]
+    overall = metrics["overall"]
+    rows.append(["overall (micro, sample-weighted)", overall["n"],
+                 format_interval(overall["micro"], overall.get("ci95")), overall["unparsed"]])
+    rows.append(["overall (macro, mean of tasks)", overall["n"], format_interval(overall["macro"], None), None])
+    print_table(f"{metrics['model']} on {metrics['data']}",
+                ["task", "n", "score % [95 % interval] (accuracy or MRA)", "unparsed"], rows)

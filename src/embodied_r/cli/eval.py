@@ -13,6 +13,7 @@ DESCRIPTION = ("Evaluate a reasoning model on prompt rows (.jsonl from build-pro
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from embodied_r.cli.common import add_generation_arguments
+    from embodied_r.core.scoring import ACCURACY_RULES, DEFAULT_ACCURACY_RULE
     from embodied_r.methods.embodied_r.prompts import TEMPLATES
 
     parser.add_argument("--data", required=True, metavar="SPEC",
@@ -39,6 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="prefill the reasoner's assistant turn with TEXT (e.g. '<think>'); use the "
                         "completion_prefix of the training recipe so a trained model is evaluated as it "
                         "was trained (default: none, the paper's prompt)")
+    parser.add_argument("--accuracy-rule", default=DEFAULT_ACCURACY_RULE, choices=ACCURACY_RULES,
+                        help="how a choice answer is read: last-answer (only the last <answer> block; the project's "
+                        "rule) or official (Embodied-R's released accuracy reward: a letter read from the whole "
+                        "completion, reasoning included). Stored predictions are rescored, nothing is generated "
+                        "again (default: %(default)s)")
     perception = parser.add_argument_group("perception (for loader specs: the reasoner reads frame descriptions)")
     perception.add_argument("--perception", default=None, metavar="FILE", help="Perception .jsonl from `perceive`")
     perception.add_argument("--perception-backend", default=None, choices=["oracle", "openai", "transformers"],
@@ -167,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
                            judge_sees_letters=args.judge_sees_letters, judge_scoring=args.judge_scoring,
                            judge_probe_cases=args.judge_probe_cases,
                            context=context_policy(args), prompt_input=args.input, shard=parse_shard(args.shard),
-                           prior_data=args.prior_from,
+                           prior_data=args.prior_from, accuracy_rule=args.accuracy_rule,
                            settings_from_recipe=(
                                {"recipe": str(args.recipe), **from_recipe} if args.recipe else None))
     print_metrics(metrics)
@@ -197,17 +203,10 @@ def baseline_note(table: dict[str, Any]) -> str:
 
 
 def print_metrics(metrics: dict[str, Any]) -> None:
-    from embodied_r.cli.common import console, print_table
-    from embodied_r.core.intervals import format_interval
+    from embodied_r.cli.common import console, print_table, print_task_scores
 
-    rows = [[task, t["n"], format_interval(t["score"], t.get("ci95")), t["unparsed"]]
-            for task, t in metrics["tasks"].items()]
+    print_task_scores(metrics)
     overall = metrics["overall"]
-    rows.append(["overall (micro, sample-weighted)", overall["n"],
-                 format_interval(overall["micro"], overall.get("ci95")), overall["unparsed"]])
-    rows.append(["overall (macro, mean of tasks)", overall["n"], format_interval(overall["macro"], None), None])
-    print_table(f"{metrics['model']} on {metrics['data']}",
-                ["task", "n", "score % [95 % interval] (accuracy or MRA)", "unparsed"], rows)
     out = console()
     out.print(f"unparsed rate {overall['unparsed_rate']:.1%}; {metrics['resumed']} predictions resumed, "
               f"{metrics['generated_this_run']} generated this run; wall time {metrics['wall_time_s']} s")
@@ -217,6 +216,13 @@ def print_metrics(metrics: dict[str, Any]) -> None:
         out.print(f"greedy decoding, at most {generation['max_new_tokens']} new tokens, prompt version "
                   f"{generation.get('prompt_version')}, {generation.get('input', 'text')} input"
                   + (f" (settings from recipe {source})" if source else ""), markup=False)
+    from embodied_r.core.scoring import DEFAULT_ACCURACY_RULE
+
+    accuracy_rule = metrics.get("accuracy_rule")
+    if accuracy_rule not in (None, DEFAULT_ACCURACY_RULE):
+        out.print(f"choices scored with accuracy rule {accuracy_rule} (the letter Embodied-R's released reward "
+                  "reads from the whole completion), the model's answers and the direct and blind baselines alike",
+                  markup=False)
     if metrics.get("duplicate_predictions_ignored"):
         out.print(f"{metrics['duplicate_predictions_ignored']} duplicate prediction(s) in predictions.jsonl were "
                   "ignored (each question counts once, with its first prediction)")

@@ -13,7 +13,7 @@ from embodied_r import __version__
 
 # In the order ``embodied-r --help`` lists them: the demo, then the pipeline's stages as they run.
 COMMANDS = ("demo", "synth", "data", "keyframes", "perceive", "build-prompts", "train", "judge-probe", "eval",
-            "robot-bench", "report", "answer")
+            "score", "robot-bench", "report", "answer")
 
 
 def _command_module(name: str) -> ModuleType:

@@ -43,17 +43,23 @@ _LETTER_FOLLOWERS = {"or", "and", "nor", "is", "was", "vs", "as", "because", "si
                      "should", "must", "fits", "matches", "appears"}
 
 _NUMBER_RE = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|[-+]?\.\d+")
-_NUMBER_WORDS = {
+NUMBER_WORDS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
     "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30,
     "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
 }
+SCALE_WORDS = {"hundred": 100, "thousand": 1000}
+# The first number word of a span ("hundred" included: "a hundred" is 100) ...
 _NUMBER_WORD_RE = re.compile(
-    r"\b(" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")"
-    r"(?:[-\s](one|two|three|four|five|six|seven|eight|nine))?\b",
-    re.IGNORECASE,
+    r"\b(" + "|".join(sorted([*NUMBER_WORDS, *SCALE_WORDS], key=len, reverse=True)) + r")\b", re.IGNORECASE
 )
+# ... and each word that may continue it: after a space or a hyphen, optionally after "and"
+# ("two hundred and thirteen", "twenty-one").
+_NEXT_NUMBER_WORD_RE = re.compile(r"(?:\s+|\s*-\s*)(?:and\s+)?([a-z]+)\b", re.IGNORECASE)
+
+# A judge's answer for reasoning that leads to no option (inference.judges, the consistency reward).
+NO_OPTION = "none"
 
 
 def extract_answer_span(completion: str) -> str | None:
@@ -145,7 +151,16 @@ def parse_choice(span: str, options: list[str] | None) -> str | None:
 
 
 def parse_number(span: str) -> float | None:
-    """First number in the span (digits with optional commas/decimals/exponent, or English words)."""
+    """First number in the span: digits (optional sign, thousands commas, decimals, exponent; ".62" is
+    0.62) or English number words up to the thousands, whichever comes first.
+
+    >>> parse_number("about 3.5 meters"), parse_number(".62"), parse_number("1,234 cm")
+    (3.5, 0.62, 1234.0)
+    >>> parse_number("two hundred and thirteen"), parse_number("twenty-one chairs")
+    (213.0, 21.0)
+    >>> parse_number("one thousand two hundred"), parse_number("one or two"), parse_number("none")
+    (1200.0, 1.0, None)
+    """
     digit_match = _NUMBER_RE.search(span)
     word_match = _NUMBER_WORD_RE.search(span)
     if digit_match and (not word_match or digit_match.start() <= word_match.start()):
@@ -155,11 +170,66 @@ def parse_number(span: str) -> float | None:
             return None
         return value if math.isfinite(value) else None
     if word_match:
-        value = _NUMBER_WORDS[word_match.group(1).lower()]
-        if word_match.group(2):
-            value += _NUMBER_WORDS[word_match.group(2).lower()]
-        return float(value)
+        return float(_number_words_value(span, word_match))
     return None
+
+
+def _number_words_value(span: str, first: re.Match[str]) -> int:
+    """The value of the run of number words that starts with ``first``; the run ends at the first word
+    that cannot continue the number, so "one two" is 1 (two numbers), not 3."""
+    reader = _NumberWords()
+    reader.add(first.group(1).lower())
+    position = first.end()
+    while (following := _NEXT_NUMBER_WORD_RE.match(span, position)) and reader.add(following.group(1).lower()):
+        position = following.end()
+    return reader.value()
+
+
+class _NumberWords:
+    """English number words read left to right: ``[units|teens|tens [units]] [hundred] [tens] [units]``
+    groups, a group before "thousand" multiplied by 1000 ("twelve hundred" is 1200 too)."""
+
+    def __init__(self) -> None:
+        self.thousands = 0  # what the words before "thousand" make, already times 1000
+        self.hundreds = 0   # what the current group's words before "hundred" make, already times 100
+        self.below_hundred: list[int] = []  # the values of the current group's words after its "hundred"
+        self.has_thousand = self.has_hundred = False
+
+    def add(self, word: str) -> bool:
+        """Take the next word; False (and nothing taken) when it cannot continue this number."""
+        if word in SCALE_WORDS:
+            return self._scale(word)
+        value = NUMBER_WORDS.get(word)
+        if value is None or not self._fits(value):
+            return False
+        self.below_hundred.append(value)
+        return True
+
+    def _fits(self, value: int) -> bool:
+        # Below a hundred a number is one word ("seven", "thirteen", "forty") or tens then a unit
+        # ("forty two"); "zero" only stands alone.
+        words = self.below_hundred
+        if value == 0:
+            return not (words or self.has_hundred or self.has_thousand)
+        if not words:
+            return True
+        return len(words) == 1 and words[0] >= 20 and words[0] % 10 == 0 and value < 10
+
+    def _scale(self, word: str) -> bool:
+        group = sum(self.below_hundred)
+        if word == "hundred":
+            if self.has_hundred or 0 in self.below_hundred:  # "two hundred hundred", "zero hundred"
+                return False
+            self.hundreds, self.below_hundred, self.has_hundred = max(group, 1) * 100, [], True
+            return True
+        if self.has_thousand or 0 in self.below_hundred:
+            return False
+        self.thousands = max(self.hundreds + group, 1) * 1000
+        self.hundreds, self.below_hundred, self.has_hundred, self.has_thousand = 0, [], False, True
+        return True
+
+    def value(self) -> int:
+        return self.thousands + self.hundreds + sum(self.below_hundred)
 
 
 _XYZ_NUMBER_RE = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")

@@ -12,6 +12,11 @@ Answer types (``records.ANSWER_TYPES``):
   differences in metres between the written and the true ``[x, y, z]`` (Robot-R1 §4.4);
 - ``open``: free text, 1 only for the same words ignoring case and spacing; graded answers (0-3) need
   a judge, see ``embodied-r robot-bench``.
+
+How a ``choice`` answer is read is the accuracy rule (``ACCURACY_RULES``): ``last-answer``, the default,
+reads only the last ``<answer>`` (``core.parsing``); ``official`` reads the letter the way Embodied-R's
+released reward did, from the whole completion (``core.official_choice``), for users who reproduce the
+paper's training exactly. Other answer types have one rule (the official code had only letters).
 """
 
 from __future__ import annotations
@@ -20,7 +25,12 @@ import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from embodied_r.core.official_choice import official_choice_letter, official_choice_score
 from embodied_r.core.parsing import parse_answer, parse_xyz
+
+# last-answer: ours, the text inside the last <answer> only; official: Embodied-R's released letter rule.
+ACCURACY_RULES: tuple[str, ...] = ("last-answer", "official")
+DEFAULT_ACCURACY_RULE = "last-answer"
 
 # VSI-Bench's confidence thresholds C = {0.50, 0.55, ..., 0.95}, as the reference code builds them:
 # np.linspace(.5, .95, int((.95 - .5) / .05 + 2)), i.e. 10 points start + i * step with the last set
@@ -101,15 +111,35 @@ def score_answer(parsed: Any, answer: Any, answer_type: str) -> float:
     raise ValueError(f"unknown answer_type {answer_type!r}")
 
 
-def score_completion(completion: str, answer: Any, answer_type: str, options: list[str] | None) -> Scored:
-    """Parse the last ``<answer>`` of a completion as ``answer_type`` and score it.
+def check_accuracy_rule(rule: Any, source: str = "recipe") -> None:
+    """A clear error for an accuracy rule that does not exist (checked before any model loads).
+
+    >>> check_accuracy_rule("official")
+    >>> check_accuracy_rule("paper")
+    Traceback (most recent call last):
+    ...
+    ValueError: recipe: accuracy_rule 'paper' does not exist; use one of last-answer, official
+    """
+    if rule not in ACCURACY_RULES:
+        raise ValueError(f"{source}: accuracy_rule {rule!r} does not exist; use one of {', '.join(ACCURACY_RULES)}")
+
+
+def score_completion(completion: str, answer: Any, answer_type: str, options: list[str] | None,
+                     rule: str = DEFAULT_ACCURACY_RULE) -> Scored:
+    """Parse the last ``<answer>`` of a completion as ``answer_type`` and score it; with
+    ``rule="official"`` a choice is read from the whole completion as the official reward read it.
 
     >>> score_completion("<think>.</think><answer>B</answer>", "B", "choice", ["A. l", "B. r"])
     Scored(parsed='B', score=1.0)
+    >>> score_completion("<think>A. is far</think><answer>B</answer>", "B", "choice", None, rule="official")
+    Scored(parsed='A', score=0.0)
     """
+    check_accuracy_rule(rule, "score_completion")
+    if rule == "official" and answer_type == "choice":
+        return Scored(official_choice_letter(completion), official_choice_score(completion, answer))
     parsed = parse_answer(completion, options, answer_type)
     return Scored(parsed, score_answer(parsed, answer, answer_type))
 
 
-__all__ = ["MRA_THRESHOLDS", "Scored", "l1_score", "mean_relative_accuracy", "parse_xyz", "score_answer",
-           "score_completion"]
+__all__ = ["ACCURACY_RULES", "DEFAULT_ACCURACY_RULE", "MRA_THRESHOLDS", "Scored", "check_accuracy_rule", "l1_score",
+           "mean_relative_accuracy", "parse_xyz", "score_answer", "score_completion"]

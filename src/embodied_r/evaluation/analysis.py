@@ -191,8 +191,9 @@ def assemble_metrics(predictions: Sequence[dict[str, Any]], rows: Sequence[Promp
     from embodied_r.methods import EMBODIED_R, method_for_row
 
     embodied_r_ids = {row.id for row in rows if method_for_row(row.meta) is EMBODIED_R}
-    metrics["reference"] = reference_metrics({t: v["score"] for t, v in metrics["tasks"].items()}, predictions,
-                                             embodied_r_ids)
+    # Merged relative-direction rows keep their level here, and the reference averages by level.
+    question_types = {row.id: str(row.meta["question_type"]) for row in rows if row.meta.get("question_type")}
+    metrics["reference"] = reference_metrics(predictions, embodied_r_ids, question_types)
     metrics["position_bias"] = position_bias(predictions)
     metrics["baselines"] = baselines
     metrics["consistency"] = consistency

@@ -1,16 +1,24 @@
-"""Scores under the names and aggregation rules of the reference harness (lmms-eval), beside ours.
+"""Scores under the names and rules of the reference harness (lmms-eval 0.7.3), beside ours.
 
-A reader comparing with a paper's table needs the reference's numbers, not a translation:
+A reader comparing with a paper's table needs the reference's numbers, not a translation. Each
+question is scored again with the reference's own per-question rule applied to the text of its
+``<answer>`` block (``reference_rules``), and the scores are aggregated as the reference aggregates
+them; our parser's scores stay the headline (``tasks``), and the number of questions the two rules
+score differently is reported beside each table (``item_disagreements``).
 
 - **VSI-Bench** (lmms-eval ``vsibench``): one mean per question type (accuracy, or MRA for numeric
   answers) named ``<type>_accuracy`` / ``<type>_mra``; the three relative-direction levels replaced by
-  their unweighted mean, ``object_rel_direction_accuracy``; ``vsibench_overall`` the unweighted mean
-  of the eight. Percent, as the reference reports its overall. Computed over the rows whose task is a
-  VSI-Bench question type (real VSI-Bench or the synthetic worlds that follow its rules); a missing type
-  is listed, and the overall is then over fewer types than the benchmark's (``complete`` false).
-- **MVBench** (lmms-eval ``mvbench_<task>``): per-task accuracy as ``100 * correct / answered``, where
-  the reference leaves empty predictions out of the denominator; ``mvbench_average`` their unweighted
-  mean.
+  their unweighted mean, ``object_rel_direction_accuracy``; ``vsibench_overall`` the unweighted mean of
+  the types present. The level of a question is its ``question_type`` (rows of the ``vsibench-merged:``
+  loader keep it in ``meta``), so merged rows are averaged by level too. lmms-eval reports fractions
+  rounded to 6 decimals; here they are in percent, unrounded. A missing type is listed; a missing
+  relative-direction level (where lmms-eval stops with an error) is listed and the levels present are
+  averaged; relative-direction rows whose level is unknown leave ``object_rel_direction_accuracy`` out.
+  Any of these makes ``complete`` false.
+- **MVBench** (lmms-eval ``mvbench_<task>``, metric ``mvbench_accuracy``): ``100 * correct /
+  answered`` with the reference's letter rule, empty predictions left out of the denominator (a task
+  without any answer scores 0, as there); ``mvbench_average`` is their unweighted mean, the MVBench
+  paper's average (lmms-eval's ``mvbench`` group reports none).
 
 - **Embodied-R's evaluation script** (``embodied_r``): choice accuracy per question category and in
   total, with the official script's answer parser instead of ours: the first ``<answer> X`` letter
@@ -24,12 +32,14 @@ unparsed).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from embodied_r.evaluation.benchmarks.mvbench import VIDEO_FOLDERS as MVBENCH_TASKS
 from embodied_r.evaluation.benchmarks.vsibench import MCQ_TYPES, NUMERIC_TYPES, REL_DIRECTION
+from embodied_r.evaluation.reference_rules import mvbench_item_score, reference_text, vsibench_item_score
 
 VSIBENCH_KEYS: dict[str, str] = {
     "obj_appearance_order": "obj_appearance_order_accuracy",
@@ -45,53 +55,91 @@ REL_DIRECTION_LEVELS = tuple(t for t in MCQ_TYPES if t.startswith(REL_DIRECTION 
 VSIBENCH_TYPES = frozenset((*MCQ_TYPES, *NUMERIC_TYPES, REL_DIRECTION))
 
 
-def vsibench(task_scores: Mapping[str, float]) -> dict[str, Any] | None:
-    """VSI-Bench's reported numbers from per-task mean scores in [0, 1] (ours, by task name), or None
-    when no task is a VSI-Bench question type.
+def question_type(prediction: Mapping[str, Any], question_types: Mapping[str, str] | None = None) -> str:
+    """A prediction's VSI-Bench question type: its row's ``question_type`` when known, else its task."""
+    known = (question_types or {}).get(str(prediction["id"]))
+    return str(known) if known else str(prediction["task"])
 
-    >>> out = vsibench({"object_rel_direction_easy": 0.6, "object_rel_direction_hard": 0.2,
-    ...                 "route_planning": 0.5, "last_action": 1.0})
-    >>> out["object_rel_direction_accuracy"], out["vsibench_overall"], out["complete"]
-    (40.0, 45.0, False)
+
+def vsibench(predictions: Sequence[Mapping[str, Any]],
+             question_types: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """VSI-Bench's reported numbers from prediction dicts, each question scored by the reference's rule
+    (``question_types``: id -> question type, for rows whose task does not say it), or None when no
+    question is of a VSI-Bench type.
+
+    >>> rows = [("e1", "object_rel_direction_easy", "B", "B"), ("e2", "object_rel_direction_easy", "(B)", "B"),
+    ...         ("h1", "object_rel_direction_hard", "C", "C"), ("c1", "object_counting", "two hundred", "200")]
+    >>> predictions = [{"id": i, "task": t, "answer": a, "completion": f"<answer>{c}</answer>", "score": 1.0}
+    ...                for i, t, c, a in rows]
+    >>> out = vsibench(predictions)
+    >>> out["object_rel_direction_accuracy"], out["vsibench_overall"], out["item_disagreements"]
+    (75.0, 87.5, 1)
+    >>> out["complete"], out["missing"][-1]
+    (False, 'object_rel_direction_medium')
     """
-    present = {task: float(score) for task, score in task_scores.items() if task in VSIBENCH_TYPES}
-    if not present:
+    scores: dict[str, list[float]] = {}
+    disagreements = 0
+    for p in predictions:
+        qtype = question_type(p, question_types)
+        if qtype not in VSIBENCH_TYPES:
+            continue
+        score = vsibench_item_score(reference_text(p.get("completion")), p["answer"], qtype in NUMERIC_TYPES)
+        scores.setdefault(qtype, []).append(score)
+        disagreements += score != float(p["score"])
+    if not scores:
         return None
-    values: dict[str, float] = {}
-    levels = [present[t] for t in REL_DIRECTION_LEVELS if t in present]
-    if REL_DIRECTION in present:  # rows loaded with the levels merged (Embodied-R's task selection)
-        levels.append(present[REL_DIRECTION])
-    if levels:
+    # math.fsum: the mean of a type does not depend on the order of its questions.
+    means = {qtype: math.fsum(values) / len(values) for qtype, values in scores.items()}
+    values = {VSIBENCH_KEYS[t]: means[t] for t in sorted(means) if t in VSIBENCH_KEYS and t != REL_DIRECTION}
+    levels = [means[t] for t in REL_DIRECTION_LEVELS if t in means]
+    if levels and REL_DIRECTION not in means:
+        # Appended after the other types, so that the overall adds them up in the reference's order.
         values[VSIBENCH_KEYS[REL_DIRECTION]] = sum(levels) / len(levels)
-    for task, key in VSIBENCH_KEYS.items():
-        if task != REL_DIRECTION and task in present:
-            values[key] = present[task]
     missing = [key for key in VSIBENCH_KEYS.values() if key not in values]
+    if levels:
+        missing += [t for t in REL_DIRECTION_LEVELS if t not in means]
     out: dict[str, Any] = {key: 100 * value for key, value in values.items()}
-    out["vsibench_overall"] = 100 * sum(values.values()) / len(values)
+    out["vsibench_overall"] = 100 * (sum(values.values()) / len(values)) if values else None
     out["complete"] = not missing
     out["missing"] = missing
-    out["levels_averaged"] = [t for t in REL_DIRECTION_LEVELS if t in present]
+    out["levels_averaged"] = [t for t in REL_DIRECTION_LEVELS if t in means]
+    out["levels_unknown"] = len(scores.get(REL_DIRECTION, []))
+    out["n_items"] = sum(len(v) for v in scores.values())
+    out["item_disagreements"] = disagreements
     return out
 
 
 def mvbench(predictions: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """MVBench's per-task and average accuracy from prediction dicts, or None without MVBench tasks."""
-    per_task: dict[str, list[Mapping[str, Any]]] = {}
+    """MVBench's per-task and average accuracy from prediction dicts, each question scored by the
+    reference's rule, or None without MVBench tasks.
+
+    >>> predictions = [{"task": "action_sequence", "answer": "B", "completion": c, "score": s}
+    ...                for c, s in (("<answer>(B)</answer>", 1.0), ("<answer>a cup</answer>", 0.0), ("", 0.0))]
+    >>> out = mvbench(predictions)
+    >>> out["mvbench_action_sequence"], out["empty_predictions_excluded"], out["item_disagreements"]
+    (50.0, 1, 0)
+    """
+    per_task: dict[str, list[float]] = {}
+    excluded = disagreements = 0
     for p in predictions:
-        if p["task"] in MVBENCH_TASKS:
-            per_task.setdefault(str(p["task"]), []).append(p)
+        if p["task"] not in MVBENCH_TASKS:
+            continue
+        answered = per_task.setdefault(str(p["task"]), [])
+        score = mvbench_item_score(reference_text(p.get("completion")), p["answer"])
+        if score is None:
+            excluded += 1
+            continue
+        answered.append(score)
+        disagreements += score != float(p["score"])
     if not per_task:
         return None
-    out: dict[str, Any] = {}
-    excluded = 0
-    for task in sorted(per_task):
-        answered = [p for p in per_task[task] if str(p.get("completion", "")).strip()]
-        excluded += len(per_task[task]) - len(answered)
-        out[f"mvbench_{task}"] = 100 * sum(float(p["score"]) for p in answered) / len(answered) if answered else None
-    scored = [v for v in out.values() if v is not None]
-    out["mvbench_average"] = sum(scored) / len(scored) if scored else None
+    # A task without a single answer is 0 in the reference, not undefined.
+    out: dict[str, Any] = {f"mvbench_{task}": 100 * sum(scores) / len(scores) if scores else 0.0
+                           for task, scores in sorted(per_task.items())}
+    out["mvbench_average"] = sum(out.values()) / len(out)
     out["empty_predictions_excluded"] = excluded
+    out["n_items"] = sum(len(v) for v in per_task.values()) + excluded
+    out["item_disagreements"] = disagreements
     return out
 
 
@@ -133,15 +181,16 @@ def embodied_r_official(predictions: Sequence[Mapping[str, Any]]) -> dict[str, A
     return out
 
 
-def reference_metrics(task_scores: Mapping[str, float], predictions: Sequence[Mapping[str, Any]],
-                      embodied_r_ids: set[str] | None = None) -> dict[str, Any]:
+def reference_metrics(predictions: Sequence[Mapping[str, Any]], embodied_r_ids: set[str] | None = None,
+                      question_types: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Every reference table that applies to these predictions, by benchmark (``vsibench``, ``mvbench``,
-    ``embodied_r``). The official Embodied-R parser reads only the predictions in ``embodied_r_ids``
-    (rows built with an Embodied-R prompt; all when None): other methods' answers (Robot-R1's ``[[X]]``)
-    are not in its format."""
+    ``embodied_r``). ``question_types`` maps ids to VSI-Bench question types where the task does not say
+    it (merged relative-direction rows). The official Embodied-R parser reads only the predictions in
+    ``embodied_r_ids`` (rows built with an Embodied-R prompt; all when None): other methods' answers
+    (Robot-R1's ``[[X]]``) are not in its format."""
     official = [p for p in predictions if embodied_r_ids is None or str(p["id"]) in embodied_r_ids]
     out: dict[str, Any] = {}
-    for name, table in (("vsibench", vsibench(task_scores)), ("mvbench", mvbench(predictions)),
+    for name, table in (("vsibench", vsibench(predictions, question_types)), ("mvbench", mvbench(predictions)),
                         ("embodied_r", embodied_r_official(official))):
         if table is not None:
             out[name] = table
@@ -159,8 +208,18 @@ def reference_rows(metrics: Mapping[str, Any]) -> list[tuple[str, str, float | N
 
 
 def reference_note(metrics: Mapping[str, Any]) -> str | None:
-    """One line on what makes these numbers differ from the benchmark's own, or None."""
-    table = (metrics.get("reference") or {}).get("vsibench")
+    """What makes these numbers differ from ours or from the benchmark's own, in one line, or None."""
+    reference = metrics.get("reference") or {}
+    notes = []
+    for name in ("vsibench", "mvbench"):
+        table = reference.get(name)
+        if table and "item_disagreements" in table:
+            notes.append(f"{name}: lmms-eval's rules score {table['item_disagreements']} of {table['n_items']} "
+                         "question(s) differently from ours")
+    table = reference.get("vsibench")
     if table and not table["complete"]:
-        return f"vsibench_overall is over the question types present; missing: {', '.join(table['missing'])}"
-    return None
+        unknown = (f" ({table['levels_unknown']} relative-direction question(s) without their level)"
+                   if table.get("levels_unknown") else "")
+        notes.append(f"vsibench_overall is over the question types present; missing: {', '.join(table['missing'])}"
+                     + unknown)
+    return "; ".join(notes) or None

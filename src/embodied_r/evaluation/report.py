@@ -281,11 +281,13 @@ def _reference_section(evals: list[dict[str, Any]]) -> str:
     values = [{(b, k): v for b, k, v in reference_rows(r["metrics"])} for r in evals]
     rows = [[f"{b}: {k}"] + [_fmt(None if v.get((b, k)) is None else v[(b, k)] / 100) for v in values] for b, k in keys]
     note = reference_note(evals[-1]["metrics"])
-    return ("<h2>Under the reference names (lmms-eval)</h2><p class='note'>The same predictions aggregated as the "
-            "reference harness does (VSI-Bench: relative-direction levels averaged, overall the mean of the "
-            "question types; MVBench: empty predictions left out), and choice accuracy with the official "
-            "Embodied-R evaluation parser (embodied_r: the first &lt;answer&gt; letter, else any letter "
-            "followed by a period, so letters in the reasoning count)."
+    return ("<h2>Under the reference names (lmms-eval)</h2><p class='note'>The same answers scored by the "
+            "reference harness's own rules and aggregated as it does (VSI-Bench: each &lt;answer&gt; read as "
+            "lmms-eval reads it, first space-separated token for choices, its number reader for numbers; "
+            "relative-direction levels averaged, overall the mean of the question types; MVBench: its letter "
+            "rule, empty predictions left out), and choice accuracy with the official Embodied-R evaluation "
+            "parser (embodied_r: the first &lt;answer&gt; letter, else any letter followed by a period, so "
+            "letters in the reasoning count). The headline scores above use our parser."
             + (f" {html.escape(note)}." if note else "") + "</p>"
             + _table(["metric"] + [r["name"] for r in evals], rows))
 

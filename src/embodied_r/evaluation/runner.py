@@ -19,6 +19,7 @@ from typing import Any
 
 from embodied_r.core.io import DataFileError, JsonlAppender, atomic_write_json, claimed_folder, read_json, read_jsonl
 from embodied_r.core.records import PromptRow
+from embodied_r.core.scoring import DEFAULT_ACCURACY_RULE, check_accuracy_rule
 from embodied_r.evaluation.benchmarks.common import LoadReport
 from embodied_r.evaluation.benchmarks.registry import parse_spec
 from embodied_r.evaluation.predict import generate_resumable, prediction_context
@@ -50,7 +51,8 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
              judge_scoring: str | None = None, judge_probe_cases: int | None = None,
              context: ContextPolicy | None = None,
              settings_from_recipe: dict[str, Any] | None = None, prompt_input: str = "auto",
-             shard: tuple[int, int] | None = None, prior_data: str | Path | None = None) -> dict[str, Any]:
+             shard: tuple[int, int] | None = None, prior_data: str | Path | None = None,
+             accuracy_rule: str = DEFAULT_ACCURACY_RULE) -> dict[str, Any]:
     """Evaluate ``model_name`` on ``data``; write predictions.jsonl, metrics.json (and report.html) into ``out_dir``.
 
     ``baselines`` may name ``random``, ``prior``, ``direct``, ``vlm_only``, ``blind`` and ``text-rule``;
@@ -71,7 +73,10 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
     predictions (same model, data and settings, checked) and generates only what none of them holds.
     ``prior_data`` (a prompt-row file, e.g. the training split) is what the letter-prior baseline is fit
     on; without it the prior is fit leave-one-out on the evaluated questions.
+    ``accuracy_rule`` (``core.scoring.ACCURACY_RULES``) is how choices are read: ``official`` rescores the
+    reasoner's answers as Embodied-R's released reward read them (``evaluation.accuracy_rule``).
     """
+    check_accuracy_rule(accuracy_rule, "--accuracy-rule")  # before anything loads
     context = context or ContextPolicy()
     started = time.perf_counter()
     out = Path(out_dir)
@@ -134,6 +139,9 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
                                         completion_prefix=completion_prefix)
         if prior_rows is not None:
             baseline_tables["prior"]["fit_on"] = f"{prior_data} ({len(prior_rows)} questions)"
+        from embodied_r.evaluation.accuracy_rule import apply_accuracy_rule
+
+        predictions = apply_accuracy_rule(out, rows, accuracy_rule, predictions, baseline_tables)
         if text_only & set(baselines):
             from embodied_r.evaluation.baselines import not_run
 
@@ -146,6 +154,7 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
         metrics = assemble_metrics(predictions, rows, baseline_tables, consistency, load_report)
         metrics.update({
             "model": model_name, "data": str(data), "input": used_input, "n_questions": len(rows),
+            "accuracy_rule": accuracy_rule,
             "duplicate_predictions_ignored": duplicates,
             "context": prediction_context(predictions, context),
             "generated_this_run": generated, "resumed": len(rows) - generated,

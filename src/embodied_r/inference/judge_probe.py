@@ -1,27 +1,30 @@
 """Probe a judge before trusting it: does it follow the *content* of a reasoning text?
 
 A judge grades another model's output (the consistency reward's reference model, the consistency rate
-in evaluation). A judge that answers one letter whatever it reads, or that reads the letters a
-reasoning names instead of what it argues, turns the reward into noise. The probe builds cases from
-real prompt rows: for a question and each of its options in turn, a short reasoning that reaches that
-option by its content (the option's text and words from the question, never its letter) while also
-mentioning other options it rules out. Three kinds of case:
+in evaluation). A judge that answers one letter whatever it reads, that reads the letters a reasoning
+names instead of what it argues, or that answers the option mentioned last, turns the reward into
+noise. The probe builds cases from real prompt rows: for a question and each of its options in turn,
+reasoning texts (``inference.probe_phrasings``) of six kinds:
 
-- ``content``: the reasoning alone (what the threshold is about);
-- ``named``: the same reasoning ending by naming the target's letter ("That is option C.");
-- ``conflict``: the same reasoning ending by naming a *different* letter. A content reader follows the
-  content; a letter reader follows the letter. Reported, so a user sees which one the judge is.
+- ``content``: reaches the target by its text and ends on it, ruling out other options on the way;
+- ``named``: the same, ending by naming the target's letter ("That is option C.");
+- ``conflict``: the same, ending by naming a *different* letter (a content reader follows the content,
+  a letter reader the letter);
+- ``target-first``: names the target first and a ruled-out option last;
+- ``paraphrase``: says the target without any word of any option ("my clockwise side");
+- ``no-basis``: supports no option; the right answer is ``none`` (``judges.NO_OPTION``).
 
-The judge is called exactly as training calls it (same prompt, same masking: ``visible_thinks``), and
-the result is written as ``judge_probe.json``. ``check`` refuses a judge whose content agreement is
-below ``min_agreement`` (default 0.8) or whose most frequent letter takes more than
-``max_letter_share`` of its content answers (default 0.5).
+A string matcher passes the first three and fails the last three; a judge that always picks an option
+fails ``no-basis``. The judge is called exactly as training calls it (same prompt, same masking:
+``visible_thinks``), and the result is written as ``judge_probe.json``. ``check`` refuses a judge when
+any kind's agreement is below ``min_agreement`` (default 0.8) or its most frequent letter takes more
+than ``max_letter_share`` of its content answers (default 0.5). ``calibrate_no_basis`` sets an
+option-text judge's threshold for answering ``none`` on probe cases.
 """
 
 from __future__ import annotations
 
 import hashlib
-import random
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -30,50 +33,21 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r.core.io import atomic_write_json, read_json
-from embodied_r.core.parsing import OPTION_PREFIX_RE, option_letters
-from embodied_r.inference.judges import Judge, JudgeError, question_for_judge, visible_thinks
-
-KINDS = ("content", "named", "conflict")
-DEFAULT_CASES = 64
-MIN_CASES = 16
-DEFAULT_MIN_AGREEMENT = 0.8
-DEFAULT_MAX_LETTER_SHARE = 0.5
-
-# Reasoning templates: {target} is the option text the reasoning reaches, {other}/{others} options it
-# rules out, {topic} words of the question. Several phrasings, so no judge passes by one pattern.
-_TEMPLATES = (
-    (
-        "The question asks {topic}. Going through the choices, {others} do not match what was observed, "
-        'while "{target}" does. So the answer is "{target}".'
-    ),
-    (
-        'I need to work out {topic}. It cannot be "{other}"; the observations point to "{target}". '
-        'Therefore: "{target}".'
-    ),
-    (
-        'Considering {topic}: "{target}" fits the evidence best, better than "{other}". '
-        'Final conclusion: "{target}".'
-    ),
-    (
-        "Ruling out {others}, since none of them agree with the scene, what remains for {topic} is "
-        '"{target}", and that is my conclusion.'
-    ),
-    ('At first "{other}" looked possible, but checking {topic} again, the right description is "{target}".'),
+from embodied_r.inference.judges import NO_OPTION, Judge, JudgeError, visible_thinks
+from embodied_r.inference.probe_cases import (
+    DEFAULT_CASES,
+    KINDS,
+    MIN_CASES,
+    ProbeCase,
+    ProbeError,
+    build_probe_cases,
+    option_text,
 )
 
-
-class ProbeError(ValueError):
-    """The probe cannot be built from these rows (too few multiple-choice questions)."""
-
-
-@dataclass(frozen=True)
-class ProbeCase:
-    kind: str
-    question: str
-    options: list[str]
-    think: str
-    target: str  # the letter the content leads to
-    named: str | None = None  # the letter the think names, for named / conflict cases
+# Part of a saved probe's fingerprint: a probe saved by an earlier version (other kinds) is not reused.
+PROBE_VERSION = 2
+DEFAULT_MIN_AGREEMENT = 0.8
+DEFAULT_MAX_LETTER_SHARE = 0.5
 
 
 @dataclass
@@ -83,12 +57,17 @@ class ProbeResult:
     scoring: str | None
     cases: int
     questions: int
-    agreement: dict[str, float | None] = field(default_factory=dict)  # per kind: answer == content target
+    agreement: dict[str, float | None] = field(default_factory=dict)  # per kind: answer == expected answer
+    counts: dict[str, int] = field(default_factory=dict)  # cases per kind (the n of each agreement)
     follows_named_letter: float | None = None  # conflict cases answered with the named letter
     letter_counts: dict[str, int] = field(default_factory=dict)  # content answers
     top_letter: str | None = None
     top_letter_share: float | None = None
+    none_answers: int = 0  # "none" answered where the reasoning supports an option
     not_answered: int = 0
+    builtin_cases: int = 0  # paraphrase cases on BUILTIN_QUESTIONS (the rows had too few)
+    no_basis: float | None = None  # the judge's threshold for answering none (option-text)
+    refusal: bool = False  # the judge may reply none (letter)
     seconds_per_judgement: float = 0.0
     min_agreement: float = DEFAULT_MIN_AGREEMENT
     max_letter_share: float = DEFAULT_MAX_LETTER_SHARE
@@ -102,12 +81,14 @@ class ProbeResult:
 
     def summary(self) -> str:
         """One line: the numbers a user needs to decide about this judge."""
-        content = self.agreement.get("content")
-        parts = [
-            f"judge {self.judge}" + (f" ({self.scoring} scoring)" if self.scoring else "")
-            + f": content agreement {_pct(content)}",
-            f"with the letter named {_pct(self.agreement.get('named'))}",
-            f"follows a contradicting letter {_pct(self.follows_named_letter)}",
+        kinds = [kind for kind in KINDS if self.counts.get(kind)]
+        head = f"judge {self.judge}" + (f" ({self.scoring} scoring)" if self.scoring else "")
+        content = f"content agreement {_pct(self.agreement.get('content'))} (n={self.counts.get('content', 0)})"
+        parts = [f"{head}: {content}"]
+        parts += [f"{kind} {_pct(self.agreement.get(kind))} (n={self.counts[kind]})" for kind in kinds[1:]]
+        if self.counts.get("conflict"):
+            parts.append(f"follows a contradicting letter {_pct(self.follows_named_letter)}")
+        parts += [
             f"most frequent letter {self.top_letter} on {_pct(self.top_letter_share)}",
             f"{self.cases} cases from {self.questions} questions, {self.seconds_per_judgement:.3f} s per judgement",
         ]
@@ -119,104 +100,13 @@ def _pct(value: float | None) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Cases
-# ---------------------------------------------------------------------------------------------------
-
-
-def option_text(option: str) -> str:
-    """``"B. right"`` -> ``"right"``."""
-    match = OPTION_PREFIX_RE.match(str(option))
-    return match.group(2).strip() if match else str(option).strip()
-
-
-def _topic(question: str) -> str:
-    """A few words of the question stem, lower-cased, to tie the reasoning to the question."""
-    stem = question.split("\n", 1)[0]
-    stem = stem.split(":", 1)[1] if stem.lower().startswith("question") and ":" in stem else stem
-    words = stem.strip().rstrip("?").split()
-    phrase = " ".join(words[:12]) if words else "the question"
-    return phrase[:1].lower() + phrase[1:]
-
-
-def _usable(options: Sequence[str] | None) -> bool:
-    if not options or len(options) < 2:
-        return False
-    texts = [option_text(o).lower() for o in options]
-    letters = option_letters(list(options))
-    # Options that are empty or repeat another option cannot be told apart by their content.
-    return all(texts) and len(set(texts)) == len(texts) and len(set(letters)) == len(letters)
-
-
-def build_probe_cases(
-    rows: Sequence[Any], n_cases: int = DEFAULT_CASES, seed: int = 0, conflict: bool = True
-) -> list[ProbeCase]:
-    """``n_cases`` content cases (and as many named and, with ``conflict``, conflict cases) from prompt
-    rows' questions; fewer when the rows have fewer (question, option) pairs, but at least 16.
-
-    Rows are anything with ``prompt``, ``options`` and ``answer_type`` (``PromptRow`` or its dict);
-    every option of a chosen question is the target once, so a fair judge's answers spread over the
-    letters. Raises ``ProbeError`` when fewer than 16 content cases can be built.
-    """
-    rng = random.Random(seed)
-    questions: list[tuple[str, list[str]]] = []
-    seen: set[str] = set()
-    for row in rows:
-        get = row.get if isinstance(row, dict) else lambda key, r=row: getattr(r, key, None)
-        options = get("options")
-        if (get("answer_type") or "choice") != "choice" or not _usable(options):
-            continue
-        question = question_for_judge(get("prompt"), list(options))
-        if question in seen:
-            continue
-        seen.add(question)
-        questions.append((question, [str(o) for o in options]))
-    rng.shuffle(questions)
-    cases: list[ProbeCase] = []
-    content_count = 0
-    for question, options in questions:
-        if content_count >= n_cases:
-            break
-        letters = option_letters(options)
-        texts = [option_text(o) for o in options]
-        for index, letter in enumerate(letters):
-            others = [t for j, t in enumerate(texts) if j != index]
-            rng.shuffle(others)
-            think = rng.choice(_TEMPLATES).format(
-                topic=_topic(question),
-                target=texts[index],
-                other=others[0],
-                others=", ".join(f'"{t}"' for t in others[:3]),
-            )
-            wrong = rng.choice([x for x in letters if x != letter])
-            cases.append(ProbeCase("content", question, options, think, letter))
-            cases.append(
-                ProbeCase("named", question, options, f"{think} That is option {letter}.", letter, letter)
-            )
-            if conflict:
-                cases.append(
-                    ProbeCase(
-                        "conflict", question, options, f"{think} That is option {wrong}.", letter, wrong
-                    )
-                )
-            content_count += 1
-    if content_count < MIN_CASES:
-        raise ProbeError(
-            f"the judge probe needs at least {MIN_CASES} cases from multiple-choice questions with distinct "
-            f"option texts; these rows give {content_count} (from {len(questions)} usable questions)"
-        )
-    return cases
-
-
-# ---------------------------------------------------------------------------------------------------
 # Running and checking
 # ---------------------------------------------------------------------------------------------------
 
 
-def run_probe(judge: Judge, cases: Sequence[ProbeCase], min_agreement: float = DEFAULT_MIN_AGREEMENT,
-              max_letter_share: float = DEFAULT_MAX_LETTER_SHARE, batch_size: int = 64) -> ProbeResult:
-    """Ask ``judge`` about every case (in batches, as training does) and measure it."""
+def judge_cases(judge: Judge, cases: Sequence[ProbeCase], batch_size: int = 64) -> list[str | None]:
+    """The judge's answer to every case, asked in batches as training asks."""
     answers: list[str | None] = []
-    started = time.perf_counter()
     for start in range(0, len(cases), max(1, batch_size)):
         chunk = cases[start : start + batch_size]
         options = [c.options for c in chunk]
@@ -228,19 +118,33 @@ def run_probe(judge: Judge, cases: Sequence[ProbeCase], min_agreement: float = D
                 f"judge {getattr(judge, 'name', judge)} returned {len(got)} answers for {len(chunk)}"
             )
         answers.extend(got)
-    elapsed = time.perf_counter() - started
-    by_kind: dict[str, list[tuple[ProbeCase, str | None]]] = {kind: [] for kind in KINDS}
+    return answers
+
+
+def agreement_by_kind(
+    cases: Sequence[ProbeCase], answers: Sequence[str | None]
+) -> tuple[dict[str, float | None], dict[str, int]]:
+    """Per kind, the share of cases answered as expected, and the number of cases."""
+    hits: Counter[str] = Counter()
+    totals: Counter[str] = Counter()
     for case, answer in zip(cases, answers, strict=True):
-        by_kind[case.kind].append((case, answer))
-    agreement = {
-        kind: (sum(a == c.target for c, a in items) / len(items)) if items else None
-        for kind, items in by_kind.items()
-    }
-    conflict = by_kind["conflict"]
-    follows = (sum(a == c.named for c, a in conflict) / len(conflict)) if conflict else None
-    counts = Counter(a for _, a in by_kind["content"] if a is not None)
-    top, top_count = counts.most_common(1)[0] if counts else (None, 0)
-    n_content = len(by_kind["content"])
+        totals[case.kind] += 1
+        hits[case.kind] += int(answer == case.target)
+    agreement = {kind: (hits[kind] / totals[kind]) if totals[kind] else None for kind in KINDS}
+    return agreement, {kind: totals[kind] for kind in KINDS}
+
+
+def run_probe(judge: Judge, cases: Sequence[ProbeCase], min_agreement: float = DEFAULT_MIN_AGREEMENT,
+              max_letter_share: float = DEFAULT_MAX_LETTER_SHARE, batch_size: int = 64) -> ProbeResult:
+    """Ask ``judge`` about every case (in batches, as training does) and measure it."""
+    started = time.perf_counter()
+    answers = judge_cases(judge, cases, batch_size)
+    elapsed = time.perf_counter() - started
+    agreement, counts = agreement_by_kind(cases, answers)
+    conflict = [(c, a) for c, a in zip(cases, answers, strict=True) if c.kind == "conflict"]
+    content = [a for c, a in zip(cases, answers, strict=True) if c.kind == "content"]
+    letters = Counter(a for a in content if a not in (None, NO_OPTION))
+    top, top_count = letters.most_common(1)[0] if letters else (None, 0)
     result = ProbeResult(
         judge=str(getattr(judge, "name", type(judge).__name__)),
         sees_letters=bool(getattr(judge, "sees_letters", False)),
@@ -248,30 +152,44 @@ def run_probe(judge: Judge, cases: Sequence[ProbeCase], min_agreement: float = D
         cases=len(cases),
         questions=len({c.question for c in cases}),
         agreement=agreement,
-        follows_named_letter=follows,
-        letter_counts=dict(sorted(counts.items())),
+        counts=counts,
+        follows_named_letter=(sum(a == c.named for c, a in conflict) / len(conflict)) if conflict else None,
+        letter_counts=dict(sorted(letters.items())),
         top_letter=top,
-        top_letter_share=top_count / n_content if n_content else None,
+        top_letter_share=top_count / len(content) if content else None,
+        none_answers=sum(a == NO_OPTION for c, a in zip(cases, answers, strict=True) if c.target != NO_OPTION),
         not_answered=sum(a is None for a in answers),
+        builtin_cases=sum(c.builtin for c in cases),
+        no_basis=getattr(judge, "no_basis", None),
+        refusal=bool(getattr(judge, "refusal", False)),
         seconds_per_judgement=elapsed / max(1, len(cases)),
         min_agreement=float(min_agreement),
         max_letter_share=float(max_letter_share),
-        examples=[
-            {"kind": c.kind, "think": c.think, "target": c.target, "named": c.named, "answer": a}
-            for c, a in list(zip(cases, answers, strict=True))[:6]
-        ],
+        examples=_examples(cases, answers),
     )
     result.failures = check(result)
     result.passed = not result.failures
     return result
 
 
+def _examples(cases: Sequence[ProbeCase], answers: Sequence[str | None]) -> list[dict[str, Any]]:
+    """The first case of each kind, with the judge's answer."""
+    first: dict[str, dict[str, Any]] = {}
+    for c, a in zip(cases, answers, strict=True):
+        first.setdefault(c.kind, {"kind": c.kind, "think": c.think, "target": c.target, "named": c.named,
+                                  "answer": a})
+    return [first[kind] for kind in KINDS if kind in first]
+
+
 def check(result: ProbeResult) -> list[str]:
-    """Why the judge fails the probe (empty when it passes)."""
+    """Why the judge fails the probe (empty when it passes): every kind that was run must pass."""
     failures = []
-    content = result.agreement.get("content")
-    if content is None or content < result.min_agreement:
-        failures.append(f"content agreement {_pct(content)} is below {result.min_agreement:.0%}")
+    for kind in KINDS:
+        if kind != "content" and not result.counts.get(kind):
+            continue
+        value = result.agreement.get(kind)
+        if value is None or value < result.min_agreement:
+            failures.append(f"{kind} agreement {_pct(value)} is below {result.min_agreement:.0%}")
     if result.top_letter_share is not None and result.top_letter_share > result.max_letter_share:
         failures.append(
             f"it answers {result.top_letter} on {_pct(result.top_letter_share)} of the cases "
@@ -280,24 +198,60 @@ def check(result: ProbeResult) -> list[str]:
     return failures
 
 
+def calibrate_no_basis(judge: Any, cases: Sequence[ProbeCase], batch_size: int = 64) -> float:
+    """The ``no_basis`` threshold for an option-text judge (``ReferenceJudge``) that makes its worst
+    kind on ``cases`` as good as it can be (then its mean over kinds): below it, the judge answers
+    ``none``. Use other cases than those the judge is then probed on, or the probe is optimistic."""
+    if getattr(judge, "scoring", None) != "option-text" or not hasattr(judge, "option_scores"):
+        raise ValueError(
+            f"judge {getattr(judge, 'name', judge)}: a no-basis threshold is set on option-text scores, so it "
+            "needs a local model with option-text scoring (a letter judge answers none with refusal instead)"
+        )
+    scores: list[dict[str, float] | None] = []
+    for start in range(0, len(cases), max(1, batch_size)):
+        chunk = cases[start : start + batch_size]
+        options = [c.options for c in chunk]
+        scores += judge.option_scores(
+            [c.question for c in chunk], visible_thinks(judge, [c.think for c in chunk], options), options
+        )
+    best = [(max(s, key=s.__getitem__), max(s.values())) if s else (None, 0.0) for s in scores]
+    values = sorted({value for letter, value in best if letter is not None})
+    if not values:
+        raise ValueError("the judge scored none of the calibration cases")
+    # Candidates halfway between neighbouring best scores, and one below / above them all.
+    candidates = [values[0] - 1.0, *((a + b) / 2 for a, b in zip(values, values[1:])), values[-1] + 1.0]
+
+    def quality(threshold: float) -> tuple[float, float]:
+        answers = [None if letter is None else NO_OPTION if value < threshold else letter for letter, value in best]
+        measured = [a for a in agreement_by_kind(cases, answers)[0].values() if a is not None]
+        return min(measured), sum(measured) / len(measured)
+
+    return max(candidates, key=quality)
+
+
 def weak_judge_message(summary: str, where: str = "training") -> str:
     """The error a run gives for a judge that failed the probe (``summary``: its numbers) and the ways out."""
     return (
         f"the consistency judge failed its probe, so the consistency reward would measure noise: "
         f"{summary}. Ways out: a stronger `reference_model` (a larger instruct model's name or "
         f"folder), an OpenAI-compatible endpoint (`reference_model: {{base_url: http://host:8000/v1, model: "
-        f"NAME}}`), or `allow_weak_judge: true` to go on knowingly ({where} records it)."
+        f"NAME}}`), a judge that can answer none for reasoning that supports no option (`reference_model: "
+        f"{{model: NAME, no_basis: T}}` with a threshold from `embodied-r judge-probe --no-basis calibrate`, or "
+        f"`refusal: true` for a letter judge), or `allow_weak_judge: true` to go on knowingly ({where} records it)."
     )
 
 
 def probe_fingerprint(judge: Judge, rows: Sequence[Any], **settings: Any) -> dict[str, Any]:
-    """What a saved probe must match to be reused: the judge, its letter rule, the rows (a digest of
-    their ids) and the probe settings."""
+    """What a saved probe must match to be reused: the probe version, the judge, its letter and "none"
+    rules, the rows (a digest of their ids) and the probe settings."""
     ids = sorted(str(row["id"] if isinstance(row, dict) else row.id) for row in rows)
     return {
+        "probe": PROBE_VERSION,
         "judge": str(getattr(judge, "name", type(judge).__name__)),
         "sees_letters": bool(getattr(judge, "sees_letters", False)),
         "scoring": getattr(judge, "scoring", None),
+        "no_basis": getattr(judge, "no_basis", None),
+        "refusal": bool(getattr(judge, "refusal", False)),
         "rows": hashlib.sha1("\n".join(ids).encode("utf-8")).hexdigest()[:16],
         **settings,
     }
@@ -322,5 +276,6 @@ def probe_record(judge: Judge, rows: Sequence[Any], path: Path, fingerprint: dic
     return record
 
 
-__all__ = ["KINDS", "ProbeCase", "ProbeError", "ProbeResult", "build_probe_cases", "check", "probe_fingerprint",
-           "probe_record", "run_probe", "weak_judge_message"]
+__all__ = ["DEFAULT_CASES", "KINDS", "MIN_CASES", "PROBE_VERSION", "ProbeCase", "ProbeError", "ProbeResult",
+           "agreement_by_kind", "build_probe_cases", "calibrate_no_basis", "check", "judge_cases", "option_text",
+           "probe_fingerprint", "probe_record", "run_probe", "weak_judge_message"]

@@ -21,7 +21,11 @@ What callers and judges guarantee together:
   does not fit the judge's context is cut from the front, in tokens (the conclusion is at the end); a
   question that does not fit even with an empty think is not judged (``None``, counted), never
   truncated;
-- ``last_report`` counts, per call, the thinks that were cut and the rows that could not be judged.
+- ``last_report`` counts, per call, the thinks that were cut and the rows that could not be judged;
+- **an answer of "none"** (``NO_OPTION``) where the reasoning supports no option, when the judge is
+  set up to give one: an option-text judge with a ``no_basis`` threshold (no option's calibrated score
+  reaches it), or a letter judge with ``refusal`` (the prompt offers "none" as a reply). "none" is a
+  judgement (the consistency reward pays 0 for it); ``None`` means the row could not be judged.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from embodied_r.core.chat import last_user_text
-from embodied_r.core.parsing import DEFAULT_LETTERS, option_letters, option_texts
+from embodied_r.core.parsing import DEFAULT_LETTERS, NO_OPTION, option_letters, option_texts
 from embodied_r.inference.context_policy import token_budget_batches
 from embodied_r.inference.letter_mask import mask_option_letters
 
@@ -65,7 +69,8 @@ class JudgeError(RuntimeError):
 
 
 class Judge(Protocol):
-    """Anything that picks, for each (question, thinking) pair, the option letter the thinking leads to."""
+    """Anything that picks, for each (question, thinking) pair, the option letter the thinking leads to
+    (``NO_OPTION`` when it leads to none, None when the pair could not be judged)."""
 
     name: str
 
@@ -107,14 +112,18 @@ def question_for_judge(prompt: Any, options: list[str] | None) -> str:
     return question
 
 
-def judge_messages(question: str, think: str, letters: Sequence[str]) -> list[dict[str, str]]:
-    """Chat messages asking the judge which option the thinking process supports (think as given)."""
+def judge_messages(question: str, think: str, letters: Sequence[str], refusal: bool = False) -> list[dict[str, str]]:
+    """Chat messages asking the judge which option the thinking process supports (think as given);
+    with ``refusal`` the judge may also reply ``none``."""
     letter_list = ", ".join(letters)
+    reply = f"Reply with a single option letter ({letter_list}) and nothing else."
+    if refusal:
+        reply = (f"Reply with a single option letter ({letter_list}), or with {NO_OPTION} if the thinking "
+                 "process does not lead to any one option, and nothing else.")
     user = (
         "Below is a multiple-choice question and the thinking process someone wrote while answering it. "
         "Using only the question and this thinking process, decide which option the thinking leads to.\n\n"
-        f"{question}\n\nThinking process: {think}\n\n"
-        f"Reply with a single option letter ({letter_list}) and nothing else."
+        f"{question}\n\nThinking process: {think}\n\n{reply}"
     )
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
 
@@ -136,6 +145,21 @@ def letters_for(options: list[str] | None) -> tuple[str, ...]:
     return option_letters(options) if options else DEFAULT_LETTERS
 
 
+def check_no_option_settings(scoring: str, no_basis: Any = None, refusal: Any = False) -> None:
+    """Refuse settings for answering "none" that the scoring rule cannot use (before a model loads)."""
+    if not isinstance(refusal, bool):
+        raise ValueError(f"judge refusal must be true or false, got {refusal!r}")
+    if no_basis is not None:
+        if isinstance(no_basis, bool) or not isinstance(no_basis, (int, float)):
+            raise ValueError(f"judge no_basis must be a number (a threshold on option-text scores), got {no_basis!r}")
+        if scoring != "option-text":
+            raise ValueError("no_basis is a threshold on option-text scores; a letter judge answers none "
+                             "with refusal: true")
+    if refusal and scoring == "option-text":
+        raise ValueError("refusal is for judges that answer by letter; an option-text judge answers none "
+                         "through its no_basis threshold")
+
+
 # ---------------------------------------------------------------------------------------------------
 # Local reference model: next-token logits over the option letters
 # ---------------------------------------------------------------------------------------------------
@@ -151,11 +175,12 @@ class ReferenceJudge:
 
     def __init__(self, model: Any, tokenizer: Any, max_batch_size: int = 16, max_prompt_tokens: int | None = None,
                  max_batch_tokens: int = 16384, sees_letters: bool = False, name: str = "reference",
-                 scoring: str = DEFAULT_SCORING) -> None:
+                 scoring: str = DEFAULT_SCORING, no_basis: float | None = None, refusal: bool = False) -> None:
         from embodied_r.inference.models import prepare_tokenizer
 
         if scoring not in SCORING_RULES:
             raise ValueError(f"judge scoring {scoring!r} not known; use one of {', '.join(SCORING_RULES)}")
+        check_no_option_settings(scoring, no_basis, refusal)
 
         self.model = model
         self.tokenizer = prepare_tokenizer(tokenizer)
@@ -166,6 +191,9 @@ class ReferenceJudge:
         self.sees_letters = bool(sees_letters)
         self.name = name
         self.scoring = scoring
+        # option-text: answer NO_OPTION when no option's calibrated score reaches this (None: never).
+        self.no_basis = None if no_basis is None else float(no_basis)
+        self.refusal = refusal  # letter: the prompt offers NO_OPTION as a reply, scored like a letter
         self.last_report = JudgeReport()
         self._letter_ids: dict[str, list[int]] = {}
         # option-text scoring: each question's option scores with an empty reasoning (the calibration),
@@ -196,10 +224,14 @@ class ReferenceJudge:
         return cls(model, tokenizer, **kwargs)
 
     def letter_token_ids(self, letter: str) -> list[int]:
-        """Token ids that spell ``letter`` as the first answer token (with and without a space)."""
+        """Token ids that spell ``letter`` (or ``NO_OPTION``) as the first answer token (with and without
+        a space; "none" also capitalised)."""
         if letter not in self._letter_ids:
             ids: list[int] = []
-            for variant in (letter, f" {letter}"):
+            variants = [letter, f" {letter}"]
+            if letter == NO_OPTION:
+                variants += [letter.capitalize(), f" {letter.capitalize()}"]
+            for variant in variants:
                 encoded = self.tokenizer.encode(variant, add_special_tokens=False)
                 if len(encoded) == 1 and encoded[0] not in ids:
                     ids.append(encoded[0])
@@ -213,7 +245,8 @@ class ReferenceJudge:
     def _encode(self, question: str, think: str, letters: Sequence[str], answer_prefix: str = "") -> list[int]:
         from embodied_r.core.chat import render_chat
 
-        text = render_chat(self.tokenizer, judge_messages(question, think, letters), completion_prefix=answer_prefix)
+        messages = judge_messages(question, think, letters, refusal=self.refusal)
+        text = render_chat(self.tokenizer, messages, completion_prefix=answer_prefix)
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def fit_prompt(
@@ -257,7 +290,8 @@ class ReferenceJudge:
     def letter_scores(
         self, questions: Sequence[str], thinks: Sequence[str], options: Sequence[list[str] | None]
     ) -> list[dict[str, float] | None]:
-        """Per prompt, the best next-token logit of each valid letter (None: question too long)."""
+        """Per prompt, the best next-token logit of each valid letter, and of ``NO_OPTION`` with
+        ``refusal`` (None: question too long)."""
         import torch
 
         report = JudgeReport(rows=len(questions))
@@ -265,7 +299,7 @@ class ReferenceJudge:
         letter_sets = []
         for question, think, opts in zip(questions, thinks, options, strict=True):
             letters = letters_for(opts)
-            letter_sets.append(letters)
+            letter_sets.append((*letters, NO_OPTION) if self.refusal else letters)
             ids, cut = self.fit_prompt(question, think, letters)
             report.thinks_cut += int(cut > 0)
             report.not_judged += int(ids is None)
@@ -422,7 +456,17 @@ class ReferenceJudge:
             scores = score(questions, thinks, options)
         except Exception as exc:  # noqa: BLE001 - re-raised as a JudgeError the reward counts
             raise JudgeError(f"reference model {self.name} failed: {type(exc).__name__}: {exc}") from exc
-        return [max(s, key=s.get) if s else None for s in scores]
+        return [self.answer(s) for s in scores]
+
+    def answer(self, scores: dict[str, float] | None) -> str | None:
+        """The pick from one row's scores: the best option, or ``NO_OPTION`` when ``no_basis`` is set
+        and no option reaches it (with ``refusal``, "none" is among the scores already)."""
+        if not scores:
+            return None
+        best = max(scores, key=scores.__getitem__)
+        if self.no_basis is not None and scores[best] < self.no_basis:
+            return NO_OPTION
+        return best
 
 
 def _cache_argument(model: Any) -> str:
@@ -482,12 +526,13 @@ class OpenAIJudge:
     ``constrain=True``) restricts the reply to the letters. A request that still fails fails the whole
     call with ``JudgeError`` (the reward counts it; it never becomes a reward of 0). ``check()`` fails fast
     when the endpoint is unreachable or does not serve ``model``. Without the server's tokenizer an
-    over-long think is cut from the front to ``MAX_THINK_CHARS``.
+    over-long think is cut from the front to ``MAX_THINK_CHARS``. With ``refusal`` the prompt offers
+    "none" as a reply (and the constrained choices include it); a "none" reply answers ``NO_OPTION``.
     """
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", timeout: float = 60.0,
                  max_concurrency: int = 32, max_retries: int = 2, constrain: bool = True,
-                 sees_letters: bool = False) -> None:
+                 sees_letters: bool = False, refusal: bool = False) -> None:
         if not base_url:  # found here, not as a client error in the middle of a training step
             raise ValueError("an endpoint judge needs a base URL: reference_model: {base_url: "
                              "http://localhost:8000/v1, model: NAME}")
@@ -501,6 +546,8 @@ class OpenAIJudge:
         )
         self.sees_letters = bool(sees_letters)
         self.scoring = "letter"
+        check_no_option_settings(self.scoring, None, refusal)
+        self.refusal = refusal
         self.name = f"{model}@{base_url}"
         self.last_report = JudgeReport()
 
@@ -538,7 +585,13 @@ class OpenAIJudge:
         chats = [self._chat(question, think, letters)
                  for question, think, letters in zip(questions, thinks, letter_sets, strict=True)]
         replies = self._send(chats)
-        return [reply_letter(reply, letters) for reply, letters in zip(replies, letter_sets, strict=True)]
+        return [self._answer(reply, letters) for reply, letters in zip(replies, letter_sets, strict=True)]
+
+    def _answer(self, reply: str, letters: Sequence[str]) -> str | None:
+        # "none" is read before any letter: its own letters would otherwise read as option N, O or E.
+        if self.refusal and reply.strip().lower().startswith(NO_OPTION):
+            return NO_OPTION
+        return reply_letter(reply, letters)
 
     def _chat(self, question: str, think: str, letters: Sequence[str]) -> tuple[list[dict[str, Any]],
                                                                                   dict[str, Any] | None]:
@@ -546,8 +599,9 @@ class OpenAIJudge:
         if len(think) > MAX_THINK_CHARS:
             think = CUT_MARK + think[-MAX_THINK_CHARS:]
             self.last_report.thinks_cut += 1
-        extra = {"structured_outputs": {"choice": list(letters)}} if self.constrain else None
-        return judge_messages(question, think, letters), extra
+        replies = [*letters, NO_OPTION] if self.refusal else list(letters)
+        extra = {"structured_outputs": {"choice": replies}} if self.constrain else None
+        return judge_messages(question, think, letters, refusal=self.refusal), extra
 
     def _send(self, chats: list[tuple[list[dict[str, Any]], dict[str, Any] | None]]) -> list[str]:
         """Every chat's reply text, in order; ``JudgeError`` naming the endpoint when any request fails
@@ -586,13 +640,20 @@ def build_judge(
     attn_implementation: str | None = None,
 ) -> Judge:
     """A judge from a recipe's ``reference_model``: ``"policy"``/None (a frozen copy of the starting
-    policy), a model name/path, or ``{"base_url": ..., "model": ...}`` for an endpoint.
+    policy), a model name/path, ``{"model": NAME, ...settings}``, ``{"base_url": ..., "model": ...}`` for an
+    endpoint, or the name of a parameter-free reference judge (``mentioned-last``, ``always-a``:
+    ``inference.reference_judges``, for calibrating the probe).
 
     ``scoring`` is a local judge's rule (``SCORING_RULES``; None: ``DEFAULT_SCORING``). An endpoint
     always answers by letter (a chat endpoint returns a reply, not the likelihood of given texts), so
-    asking it for ``option-text`` is an error."""
+    asking it for ``option-text`` is an error. Settings for answering "none" (``no_basis`` for
+    option-text, ``refusal`` for a letter judge) go in the mapping and are checked before a model loads."""
+    from embodied_r.inference.reference_judges import REFERENCE_JUDGES
+
     if scoring is not None and scoring not in SCORING_RULES:
         raise ValueError(f"judge scoring {scoring!r} not known; use one of {', '.join(SCORING_RULES)}")
+    if isinstance(spec, str) and spec in REFERENCE_JUDGES:
+        return REFERENCE_JUDGES[spec]()
     local = {"sees_letters": sees_letters, "scoring": scoring or DEFAULT_SCORING,
              "attn_implementation": attn_implementation}
     if spec is None or spec == "policy":
@@ -610,6 +671,9 @@ def build_judge(
                 "an endpoint judge answers by letter; option-text scoring needs a local model "
                 "(drop the scoring setting, or give judge_scoring: letter)"
             )
+        if options.pop("no_basis", None) is not None:
+            raise ValueError("no_basis is a threshold on option-text scores, which an endpoint does not give; "
+                             "an endpoint judge answers none with refusal: true")
         judge = OpenAIJudge(
             base_url=options.pop("base_url"), model=options.pop("model", policy_model), **options
         )
@@ -618,6 +682,7 @@ def build_judge(
     if isinstance(spec, dict) and "model" in spec:
         options = {**local, **spec}
         name = options.pop("model")
+        check_no_option_settings(options["scoring"], options.get("no_basis"), options.get("refusal", False))
         return ReferenceJudge.from_pretrained(
             policy_model if name == "policy" else name, dtype=options.pop("dtype", dtype), **options
         )
@@ -627,5 +692,6 @@ def build_judge(
     )
 
 
-__all__ = ["DEFAULT_SCORING", "SCORING_RULES", "Judge", "JudgeError", "JudgeReport", "OpenAIJudge", "ReferenceJudge",
-           "build_judge", "judge_messages", "question_for_judge", "visible_thinks"]
+__all__ = ["DEFAULT_SCORING", "NO_OPTION", "SCORING_RULES", "Judge", "JudgeError", "JudgeReport", "OpenAIJudge",
+           "ReferenceJudge", "build_judge", "check_no_option_settings", "judge_messages", "question_for_judge",
+           "visible_thinks"]

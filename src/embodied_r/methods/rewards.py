@@ -12,6 +12,8 @@ Other recipes add their own rewards with ``register_reward``::
 ['accuracy', 'consistency', 'format', 'format_soft', 'format_strict', 'open_l1']
 >>> get_reward("format")(["<think>x</think><answer>A</answer>"])
 [1.0]
+>>> get_reward("accuracy", rule="official")(["<think>x</think><answer>a. bed</answer>"], answer=["A"])
+[1.0]
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from embodied_r.methods.accuracy import accuracy_reward
+from embodied_r.methods.accuracy import make_accuracy_reward
 from embodied_r.methods.embodied_r.rewards import format_reward, soft_format_reward, strict_format_reward
 from embodied_r.methods.robot_r1.rewards import open_l1
 
@@ -49,11 +51,15 @@ def reward_spec(entry: Any) -> tuple[str, dict[str, Any]]:
 
 def _consistency_factory(judge: Any = None, reference_model: Any = "policy", policy_model: str | None = None,
                          dtype: str = "auto", sees_letters: bool = False, scoring: str | None = None,
-                         attn_implementation: str | None = None, **options: Any) -> Any:
-    """Build the consistency reward; ``judge`` (any object with ``.judge(...)``) wins over a model spec."""
+                         attn_implementation: str | None = None, consistency_rule: str = "judge",
+                         **options: Any) -> Any:
+    """Build the consistency reward; ``judge`` (any object with ``.judge(...)``) wins over a model spec.
+    ``consistency_rule: shuffled-options`` has that judge (the reader) re-read each think with the options
+    shuffled and relabelled (``inference.shuffled_options``)."""
     from embodied_r.inference.judges import build_judge
-    from embodied_r.methods.embodied_r.consistency import ConsistencyReward
+    from embodied_r.methods.embodied_r.consistency import ConsistencyReward, check_consistency_rule
 
+    check_consistency_rule(consistency_rule, "consistency reward")  # before any model loads
     if judge is None:
         if policy_model is None and reference_model in (None, "policy"):
             raise ValueError(
@@ -63,6 +69,10 @@ def _consistency_factory(judge: Any = None, reference_model: Any = "policy", pol
             reference_model, policy_model or "", dtype=dtype, sees_letters=sees_letters, scoring=scoring,
             attn_implementation=attn_implementation,
         )
+    if consistency_rule == "shuffled-options":
+        from embodied_r.inference.shuffled_options import ShuffledOptionsJudge
+
+        judge = ShuffledOptionsJudge(judge)
     return ConsistencyReward(judge, **options)
 
 
@@ -70,11 +80,11 @@ REWARDS: dict[str, Callable[..., Any]] = {
     "format": format_reward,
     "format_strict": strict_format_reward,
     "format_soft": soft_format_reward,  # shaped partial credit (ours, opt-in; not the paper's reward)
-    "accuracy": accuracy_reward,
+    "accuracy": make_accuracy_reward,  # option rule: last-answer (default) | official (recipe accuracy_rule)
     "consistency": _consistency_factory,
     "open_l1": open_l1,  # Robot-R1 open-ended waypoints (methods/robot_r1/rewards.py)
 }
-_FACTORIES: set[str] = {"consistency"}
+_FACTORIES: set[str] = {"accuracy", "consistency"}
 
 
 def register_reward(

@@ -49,6 +49,7 @@ from embodied_r.training.recipe import (
     RecipeError,
     check_batch_geometry,
     check_prompt_version,
+    check_rule_rows,
     check_runtime,
     dump_recipe,
     global_batch,
@@ -419,8 +420,11 @@ def build_rewards(recipe: Recipe, model_path: str, judge: Any = None) -> list[An
                 "sees_letters": recipe.judge_sees_letters,
                 "scoring": recipe.judge_scoring,
                 "attn_implementation": recipe.attn_implementation,
+                "consistency_rule": recipe.consistency_rule,
                 **options,
             }
+        elif is_factory(name) and name == "accuracy":
+            options = {"rule": recipe.accuracy_rule, **options}  # {accuracy: {rule: ...}} still wins
         funcs.append(get_reward(name, **options))
     return funcs
 
@@ -543,6 +547,7 @@ def build_trainer(
     eval_rows = load_prompt_rows(recipe.eval_data)[: recipe.eval_max_rows] if recipe.eval_data else []
     check_prompt_version(recipe, rows, "train_data")
     check_prompt_version(recipe, eval_rows, "eval_data")
+    check_rule_rows(recipe.consistency_rule, recipe.reward_names, rows, "train_data")
     model_path = resolve_model_path(recipe.model)
     rows, prompt_context = _fit_to_context(recipe, rows, model_path, processing_class)
     train_dataset = rows_to_dataset(rows, image_dir=data_dir(recipe.train_data))  # image rows: Robot-R1

@@ -101,6 +101,9 @@ class Recipe:
     max_train_rows: int | None = None
     rewards: list[Any] = field(default_factory=lambda: ["format", "accuracy", "consistency"])
     reward_schedule: Any = "paper"  # null (static reward_weights), "paper", or stages
+    # How the accuracy reward reads a choice: last-answer (ours: only the last <answer>, as evaluation reads it)
+    # or official (Embodied-R's released reward: a letter from the whole completion, reasoning included).
+    accuracy_rule: str = "last-answer"
     reference_model: Any = "policy"  # consistency judge: policy | name/path | {base_url, model}
     # The judge reads option letters in the think text (the official rule); default: letters are masked,
     # so only reasoning whose content leads to the answer is paid.
@@ -109,9 +112,12 @@ class Recipe:
     # calibrated by the same with an empty reasoning) or letter (the official next-token letter); null = the
     # judge's own default: option-text for a local model, letter for an endpoint (the only rule it has).
     judge_scoring: str | None = None
+    # judge (the reference model picks the option the think leads to) or shuffled-options (it re-reads the
+    # think with the options shuffled and relabelled, and must pick the same option: ACRE's self-check).
+    consistency_rule: str = "judge"
     # The judge probe run before training: {cases, min_agreement, max_letter_share, seed, conflict};
-    # defaults 64 content cases (plus as many with the letter named and, with conflict: true, a
-    # contradicting letter) / 0.8 / 0.5.
+    # defaults 64 cases of each kind (content, letter named, with conflict: true a contradicting letter,
+    # target first, paraphrase, no basis) / 0.8 for every kind / 0.5.
     judge_probe: dict[str, Any] | None = None
     allow_weak_judge: bool = False  # go on (recorded in judge_probe.json) when the judge fails its probe
     lora: dict[str, Any] | None = None  # {r, alpha, dropout, target_modules}; null = full fine-tuning
@@ -341,6 +347,16 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
         raise RecipeError(
             f"{source}: 'judge_scoring' must be one of {', '.join(SCORING_RULES)}, got {recipe.judge_scoring!r}"
         )
+    check_accuracy_rules(recipe, source)
+    from embodied_r.methods.embodied_r.consistency import check_consistency_rule
+
+    try:
+        check_consistency_rule(recipe.consistency_rule, source)
+    except ValueError as exc:
+        raise RecipeError(str(exc)) from exc
+    if any(reward_spec(e)[0] == "consistency" and "consistency_rule" in reward_spec(e)[1] for e in recipe.rewards):
+        # One place for the rule, so the training rows are checked against the rule that is used.
+        raise RecipeError(f"{source}: set consistency_rule as a recipe key, not as an option of the consistency reward")
     for key in (
         "eval_every_steps",
         "eval_max_rows",
@@ -370,6 +386,28 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
         raise RecipeError(f"{source}: 'checkpoint_over_tokens' decides which backward passes are checkpointed, "
                           "but gradient_checkpointing (true unless set: TRL's GRPOConfig default) checkpoints "
                           "every one: set gradient_checkpointing: false, or checkpoint_over_tokens: null")
+
+
+def check_accuracy_rules(recipe: Recipe, source: str = "recipe") -> None:
+    """``accuracy_rule``, and a ``{accuracy: {rule: ...}}`` entry's rule, name rules that exist (the
+    accuracy reward takes no other option)."""
+    from embodied_r.core.scoring import check_accuracy_rule
+
+    rules = [("accuracy_rule", recipe.accuracy_rule)]
+    for entry in recipe.rewards:
+        name, options = reward_spec(entry)
+        if name != "accuracy":
+            continue
+        unknown = sorted(set(options) - {"rule"})
+        if unknown:
+            raise RecipeError(f"{source}: the accuracy reward takes no option {unknown}; set accuracy_rule instead")
+        if "rule" in options:
+            rules.append(("rewards: accuracy rule", options["rule"]))
+    for where, rule in rules:
+        try:
+            check_accuracy_rule(rule, source)
+        except ValueError as exc:
+            raise RecipeError(f"{exc} ({where})") from None
 
 
 def check_zero_variance_groups(recipe: Recipe, source: str = "recipe") -> None:
@@ -619,3 +657,23 @@ def read_recipe_data(path: str | Path | None, overrides: list[str] | None = None
 
 def dump_recipe(recipe: Recipe) -> str:
     return yaml.safe_dump(recipe.to_flat_dict(), sort_keys=False, allow_unicode=True)
+
+
+def check_rule_rows(rule: str, reward_names: list[str], rows: list[Any], source: str = "train_data") -> None:
+    """``consistency_rule: shuffled-options`` needs options to shuffle: a RecipeError, before any model
+    loads, when the consistency reward is used and some multiple-choice row has fewer than two options or
+    no row is multiple choice."""
+    if rule != "shuffled-options" or "consistency" not in reward_names:
+        return
+    def field(row: Any, key: str) -> Any:
+        return row.get(key) if isinstance(row, dict) else getattr(row, key, None)
+
+    choice = [row for row in rows if (field(row, "answer_type") or "choice") == "choice"]
+    bare = [str(field(row, "id")) for row in choice if len(field(row, "options") or []) < 2]
+    if bare or not choice:
+        which = f"{len(bare)} multiple-choice row(s) without options (e.g. {', '.join(bare[:3])})" if bare else \
+            "no multiple-choice rows"
+        raise RecipeError(
+            f"{source}: consistency_rule: shuffled-options re-reads each think with the options shuffled, but "
+            f"the rows have {which}; give rows with their options, or use consistency_rule: judge"
+        )

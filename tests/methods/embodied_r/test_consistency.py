@@ -168,3 +168,24 @@ def test_an_unreadable_completion_drops_its_whole_group() -> None:
     # Group 0 (rows 0-1) is dropped whole; group 1 is measured; never a 0 for the unread row.
     assert run(reward, completions, ["B"] * 4, metrics=metrics) == [None, None, 1.0, 0.0]
     assert metrics["consistency/not_judged_rows"] == [2.0] and reward.rows_not_judged == 2
+
+
+def test_a_judgement_of_none_earns_nothing_and_is_counted() -> None:
+    from embodied_r.inference.judges import NO_OPTION
+
+    class Undecided(ReadingJudge):
+        """Answers none for a reasoning that names no option's text (it supports no option)."""
+
+        def judge(self, questions, thinks, options):
+            letters = super().judge(questions, thinks, options)
+            return [NO_OPTION if not any(o.split(". ", 1)[1] in t for o in opts) else letter
+                    for t, opts, letter in zip(thinks, options, letters)]
+
+    completions = [
+        "<think>The chair is on the right.</think><answer>B</answer>",
+        "<think>I could not see the chair in any frame.</think><answer>B</answer>",  # supports no option
+    ]
+    for gate in (True, False):
+        metrics: dict = {}
+        assert run(ConsistencyReward(Undecided(), gate=gate), completions, ["B", "B"], metrics=metrics) == [1.0, 0.0]
+        assert metrics["consistency/no_option"] == [1.0] and metrics["consistency/judged"] == [2.0]

@@ -6,8 +6,9 @@ rows carry ``"A. left"``-style options and a letter, numeric rows a number store
 ``<root>/<dataset>/<scene>.mp4``, and in one flat folder, ``<root>/<scene>.mp4`` (the Embodied-R layout).
 
 ``merge_rel_direction=True`` gives the three relative-direction levels one task name, as Embodied-R's
-task selection does; by default they stay apart and ``evaluation.reference_names.vsibench`` averages them
-the way VSI-Bench reports them.
+task selection does; by default they stay apart. Either way each record keeps its level in
+``meta["question_type"]``, and ``evaluation.reference_names.vsibench`` averages the levels the way
+VSI-Bench reports them.
 """
 
 from __future__ import annotations

@@ -11,8 +11,13 @@ Where this differs from the official implementation, on purpose:
   default (option letters in the think are masked; ``judge_sees_letters: true`` is the official rule)
   and never truncates the question or the instruction;
 - a judge must pass a probe before training starts (``embodied_r.inference.judge_probe``);
+- a judge may answer "none" (``NO_OPTION``: the reasoning supports no option); that earns 0, like
+  reasoning that leads to another option;
 - a failing judge is logged and counted and the term is dropped (``None``: TRL leaves it out) instead
   of a 0 that would look like inconsistent reasoning; so is a row the judge could not read;
+- ``consistency_rule: shuffled-options`` replaces the judge's view by the reader re-reading the think
+  with the options shuffled and relabelled (``inference.shuffled_options``, the self-judging form
+  published as ACRE): paid when it picks the same option by content;
 - the term is dropped for whole GRPO groups only: completions of one prompt are never ranked against
   each other on a term measured for some of them and not others. With several processes the decision
   is taken after a gather, so every rank drops the same groups and raises a judge error together.
@@ -28,16 +33,35 @@ from embodied_r.core.chat import completion_text
 from embodied_r.core.columns import column
 from embodied_r.core.parsing import extract_think
 from embodied_r.core.scoring import score_completion
-from embodied_r.inference.judges import Judge, JudgeError, question_for_judge, visible_thinks
+from embodied_r.inference.judges import NO_OPTION, Judge, JudgeError, question_for_judge, visible_thinks
 
 logger = logging.getLogger(__name__)
+
+# judge: a reader (the reference model) picks the option the think leads to, as the paper does;
+# shuffled-options: the same reader, asked with the options shuffled and relabelled (ACRE's self-check).
+CONSISTENCY_RULES = ("judge", "shuffled-options")
+
+
+def check_consistency_rule(rule: Any, source: str = "recipe") -> None:
+    """A clear error for a ``consistency_rule`` that does not exist (checked before any model loads).
+
+    >>> check_consistency_rule("shuffled-options")
+    >>> check_consistency_rule("shuffle")
+    Traceback (most recent call last):
+    ...
+    ValueError: recipe: consistency_rule 'shuffle' does not exist; use one of judge, shuffled-options
+    """
+    if rule not in CONSISTENCY_RULES:
+        known = ", ".join(CONSISTENCY_RULES)
+        raise ValueError(f"{source}: consistency_rule {rule!r} does not exist; use one of {known}")
 
 
 def judge_completions(
     judge: Judge, prompts: Sequence[Any], completions: Sequence[Any], options: Sequence[list[str] | None]
 ) -> list[str | None]:
-    """The judge's letter for each completion's reasoning (None where there is no think text or the
-    judge could not read it). Evaluation compares this with the policy's own answer."""
+    """The judge's letter for each completion's reasoning (``NO_OPTION`` where the reasoning supports no
+    option; None where there is no think text or the judge could not read it). Evaluation compares this
+    with the policy's own answer."""
     wanted = [i for i, c in enumerate(completions) if extract_think(completion_text(c))]
     wanted_options = [options[i] for i in wanted]
     thinks = [extract_think(completion_text(completions[i])) or "" for i in wanted]
@@ -102,10 +126,10 @@ class ConsistencyReward:
     """TRL reward function ``consistency`` (a callable object holding the judge).
 
     Returns 1.0 when the judge reaches the policy's (correct) answer from the reasoning, 0.0 when it
-    reaches another letter or when the answer is wrong or the think block is missing (the official
-    gate), and None for rows it does not apply to (non-choice questions), for groups the judge could
-    not read in full, for a step whose judge failed on any process, and for steps where the schedule
-    gives it weight 0 (``skip_when_unweighted``: no reference compute is spent).
+    reaches another letter or none (``NO_OPTION``), or when the answer is wrong or the think block is
+    missing (the official gate), and None for rows it does not apply to (non-choice questions), for
+    groups the judge could not read in full, for a step whose judge failed on any process, and for
+    steps where the schedule gives it weight 0 (``skip_when_unweighted``: no reference compute is spent).
 
     ``num_generations`` (set by the trainer: GRPO's group size) defines the groups; 1 treats every
     completion as its own group.
@@ -179,9 +203,13 @@ class ConsistencyReward:
         self.consecutive_failures = 0
 
         unreadable = [False] * n
+        no_option = 0
         for i, letter in zip(to_judge, letters, strict=True):
             if letter is None:
                 unreadable[i] = True  # the judge could not read it (too long for its context)
+            elif letter == NO_OPTION:
+                rewards[i] = 0.0  # a judgement: the reasoning supports no option, so not this answer
+                no_option += 1
             else:
                 rewards[i] = 1.0 if letter == parsed_answers[i] else 0.0
         rank, _ = _process_group()
@@ -206,6 +234,7 @@ class ConsistencyReward:
         metric("consistency/judged", float(len(measured)))
         metric("consistency/correct_without_reasoning", float(no_think))
         metric("consistency/not_judged_rows", float(dropped_here))
+        metric("consistency/no_option", float(no_option))
         if measured:
             metric("consistency/agreement", sum(measured) / len(measured))
         return rewards
@@ -236,4 +265,5 @@ class ConsistencyReward:
         return [None] * n
 
 
-__all__ = ["ConsistencyReward", "gather_flags", "groups_to_drop", "judge_completions"]
+__all__ = ["CONSISTENCY_RULES", "ConsistencyReward", "check_consistency_rule", "gather_flags", "groups_to_drop",
+           "judge_completions"]

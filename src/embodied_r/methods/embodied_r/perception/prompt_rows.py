@@ -35,6 +35,8 @@ def build_rows(questions: Sequence[QARecord], perceptions: Mapping[str, Percepti
                            # Checked here too: perception files written before the check lack it.
                            "runaway": runaway_frames(perception.frames)},
         }
+        if qa.meta.get("question_type"):  # the benchmark's own type (VSI-Bench's level of a merged task)
+            meta["question_type"] = qa.meta["question_type"]
         rows.append(PromptRow(id=qa.id, task=qa.task, prompt=messages, answer=qa.answer,
                               answer_type=qa.answer_type, options=qa.options, meta=meta))
     return rows, missing

@@ -1,0 +1,133 @@
+"""``embodied-r score``: completions produced elsewhere, scored as ``eval`` scores its own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from embodied_r.cli.main import main
+from embodied_r.core.records import PromptRow
+
+VSI_ROWS = [
+    ("object_rel_direction_easy", ["A. left", "B. right"], "B"),
+    ("object_rel_direction_medium", ["A. left", "B. right", "C. back"], "C"),
+    ("object_rel_direction_hard", ["A. front-left", "B. front-right", "C. back-left", "D. back-right"], "A"),
+    ("object_counting", None, "213"),
+]
+
+
+def write_vsibench(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [{"id": i, "dataset": "scannet", "scene_name": "scene0001_00", "question_type": qtype, "question": "?",
+             "options": options, "ground_truth": gold} for i, (qtype, options, gold) in enumerate(VSI_ROWS)]
+    (folder / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def write_completions(path: Path, answers: dict[object, object]) -> Path:
+    path.write_text("".join(json.dumps({"id": qid, "completion": text}) + "\n" for qid, text in answers.items()))
+    return path
+
+
+ANSWERS = {0: "<think>r</think><answer>(B)</answer>",   # ours 1, lmms-eval's rule 0
+           1: "<answer>C</answer>",
+           2: "<answer>C</answer>",                     # wrong
+           3: "<answer>two hundred and thirteen</answer>"}
+
+
+def test_score_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = write_vsibench(tmp_path / "vsi")
+    completions = write_completions(tmp_path / "completions.jsonl", ANSWERS)
+    out = tmp_path / "out"
+    assert main(["score", "--data", f"vsibench-merged:{data}", "--completions", str(completions),
+                 "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["tasks"]["object_rel_direction"]["score"] == pytest.approx(2 / 3)
+    assert metrics["tasks"]["object_counting"]["score"] == 1.0  # 213 read from words
+    reference = metrics["reference"]["vsibench"]
+    # By level as lmms-eval: easy 0 ("(B)"), medium 1, hard 0 -> 1/3; counting 1.0; overall 2/3.
+    assert reference["object_rel_direction_accuracy"] == pytest.approx(100 / 3)
+    assert reference["vsibench_overall"] == pytest.approx(200 / 3)
+    assert reference["item_disagreements"] == 1 and reference["n_items"] == 4
+    assert metrics["completions"]["n_scored"] == 4 and metrics["completions"]["n_missing"] == 0
+    assert metrics["baselines"]["random"]["status"] == "ok"
+    assert len((out / "predictions.jsonl").read_text().splitlines()) == 4 and (out / "report.html").is_file()
+    printed = capsys.readouterr().out
+    assert "vsibench_overall" in printed and "1 of 4 question(s) differently" in printed
+    # Scoring the same completions again rewrites the folder; other completions need another folder.
+    assert main(["score", "--data", f"vsibench-merged:{data}", "--completions", str(completions), "--out",
+                 str(out), "--no-report"]) == 0
+    other = write_completions(tmp_path / "other.jsonl", ANSWERS)
+    assert main(["score", "--data", f"vsibench-merged:{data}", "--completions", str(other), "--out", str(out)]) == 2
+    assert "use another --out" in capsys.readouterr().err
+
+
+def test_unknown_and_missing_ids_are_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = f"vsibench:{write_vsibench(tmp_path / 'vsi')}"
+    unknown = write_completions(tmp_path / "unknown.jsonl", {**ANSWERS, "q7": "<answer>A</answer>"})
+    assert main(["score", "--data", data, "--completions", str(unknown), "--out", str(tmp_path / "a")]) == 2
+    assert "1 completion id(s) name no question of the data: q7" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists()  # nothing written for a refused run
+
+    partial = write_completions(tmp_path / "partial.jsonl", {0: ANSWERS[0], 1: ANSWERS[1]})
+    assert main(["score", "--data", data, "--completions", str(partial), "--out", str(tmp_path / "b")]) == 2
+    assert "2 of 4 question(s) have no completion: 2, 3" in capsys.readouterr().err
+
+    assert main(["score", "--data", data, "--completions", str(partial), "--out", str(tmp_path / "c"),
+                 "--missing", "unanswered", "--no-report"]) == 0
+    metrics = json.loads((tmp_path / "c" / "metrics.json").read_text())
+    assert metrics["overall"]["n"] == 4 and metrics["overall"]["unparsed"] == 2
+    assert metrics["completions"]["missing_ids"] == ["2", "3"]
+
+    assert main(["score", "--data", data, "--completions", str(partial), "--out", str(tmp_path / "d"),
+                 "--missing", "leave-out", "--no-report"]) == 0
+    metrics = json.loads((tmp_path / "d" / "metrics.json").read_text())
+    assert metrics["overall"]["n"] == 2 and metrics["completions"]["n_missing"] == 2
+    assert "2 question(s) had no completion (left out)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("line,message", [
+    ("not json", "not valid JSON"),
+    ('{"id": 0}', 'expected an object with "id" and "completion"'),
+    ('{"id": 0, "completion": null}', "completion must be a string"),
+    ('{"id": 1.0, "completion": "x"}', "id must be a non-empty string or an integer"),
+    ('{"id": 0, "completion": "a"}', "id '0' already given on line 1"),
+])
+def test_malformed_completions_name_their_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str,
+                                               message: str) -> None:
+    completions = tmp_path / "c.jsonl"
+    completions.write_text(json.dumps({"id": 0, "completion": "<answer>B</answer>"}) + "\n" + line)
+    data = f"vsibench:{write_vsibench(tmp_path / 'vsi')}"
+    assert main(["score", "--data", data, "--completions", str(completions), "--out", str(tmp_path / "o")]) == 2
+    assert f"c.jsonl:2: {message}" in capsys.readouterr().err
+
+
+def test_score_refuses_an_eval_folder_and_baselines_that_need_a_model(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    data = f"vsibench:{write_vsibench(tmp_path / 'vsi')}"
+    completions = write_completions(tmp_path / "c.jsonl", ANSWERS)
+    run = tmp_path / "eval_run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"data": "x", "model": "m"}))
+    assert main(["score", "--data", data, "--completions", str(completions), "--out", str(run)]) == 2
+    assert "holds a run of" in capsys.readouterr().err
+    assert main(["score", "--data", data, "--completions", str(completions), "--out", str(tmp_path / "o"),
+                 "--baselines", "direct"]) == 2
+    assert "not available without a model" in capsys.readouterr().err
+
+
+def test_score_of_eval_predictions_reproduces_eval_metrics(tmp_path: Path, tiny_lm_dir: Path) -> None:
+    # eval's own predictions.jsonl is a completions file: scoring it must give eval's numbers.
+    rows = [PromptRow(id=f"q{i}", task="object_rel_distance", prompt=[{"role": "user", "content": "which?"}],
+                      answer="AB"[i % 2], options=["A. chair", "B. table"]) for i in range(4)]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
+    assert main(["eval", "--data", str(data), "--model", str(tiny_lm_dir), "--out", str(tmp_path / "eval"),
+                 "--max-new-tokens", "4", "--dtype", "float32", "--no-report"]) == 0
+    assert main(["score", "--data", str(data), "--completions", str(tmp_path / "eval" / "predictions.jsonl"),
+                 "--out", str(tmp_path / "score"), "--no-report"]) == 0
+    evaluated, scored = (json.loads((tmp_path / name / "metrics.json").read_text()) for name in ("eval", "score"))
+    for key in ("tasks", "overall", "reference", "position_bias"):
+        assert scored[key] == evaluated[key], key
