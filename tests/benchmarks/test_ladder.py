@@ -137,3 +137,20 @@ def test_bad_arguments_are_refused_before_anything_runs(ladder: ModuleType, tmp_
         ladder.parse_args(["--out", str(tmp_path), "--ratios", "0.5,0.5"])
     with pytest.raises(SystemExit):
         ladder.parse_args(["--out", str(tmp_path), "--seeds", "0,x"])
+
+
+def test_eval_tasks_takes_every_question_of_those_types_from_the_split_evaluated(ladder: ModuleType,
+                                                                                 tmp_path: Path) -> None:
+    prompts = tmp_path / "data" / "prompts"
+    prompts.mkdir(parents=True)
+    for part in ("dev", "test"):
+        rows = [{"id": f"{part}-{i}", "task": task} for i, task in enumerate(["last_action", "object_count"] * 3)]
+        (prompts / f"{part}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ladder.parse_args(["--out", str(tmp_path), "--split", "test", "--eval-tasks", "last_action"])
+    assert args.part == "test+last_action"
+    path = ladder.eval_rows(args, {})
+    ids = [json.loads(line)["id"] for line in path.read_text().splitlines()]
+    assert ids == ["test-0", "test-2", "test-4"]
+    with pytest.raises(SystemExit, match="no test questions"):
+        ladder.eval_rows(ladder.parse_args(["--out", str(tmp_path), "--split", "test", "--eval-tasks",
+                                            "route_planning"]), {})
