@@ -3,7 +3,7 @@
 Two training runs that differ only in the consistency term (same rows, seed, warm-up, steps and
 schedule; the "accuracy" arm has the consistency weight at 0 in every stage), then both final models
 are evaluated on held-out questions with an evaluation judge that is not the reward's. The reward's
-judge is the warmed-up policy (``reference_model: policy``); the default evaluation judge is the
+judge is the warmed-up policy (``judge.model: policy``); the default evaluation judge is the
 shipped model, probed on the held-out questions first. Printed: each arm's accuracy and consistency
 rate with 95 % intervals, and the paired difference (consistency arm minus accuracy arm) on the same
 questions with its interval and the p-value of an exact paired test, whose verdict it is.

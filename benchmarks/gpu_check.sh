@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One GPU check for a lent machine with one GPU and no network (issue 20): the paper recipe's shape with a
 # random-weight Qwen2.5-3B architecture, printing rollout tokens/s, update s/step and peak GPU memory, with
-# and without the shared-prefix update (and vLLM colocate where vLLM imports). Under 10 minutes.
+# and without the shared-prefix update (and vLLM colocate where vLLM imports); then the VL arm: a random-weight
+# Qwen2.5-VL-3B on key-frame rows (4 frames of 200,704 pixels = 256 image tokens each), 3 GRPO steps through
+# TRL's multi-image path. Under 10 minutes.
 #
 #   benchmarks/gpu_check.sh --fetch-wheels   # HERE (network): wheels the GPU image lacks, into .whl/
 #   benchmarks/gpu_check.sh                  # THERE (carry .whl): install them, run, write $OUT/gpu_check.*
@@ -37,5 +39,5 @@ python3 -m pip list 2>/dev/null | grep -iE '^(torch|transformers|trl|accelerate|
 # Import the training stack before building a 3B model, so that a missing package fails in seconds.
 python3 -c "import torch, transformers, trl, embodied_r.training.grpo; print('torch', torch.__version__, 'cuda', \
 torch.version.cuda, 'transformers', transformers.__version__, 'trl', trl.__version__)"
-PYTHONUNBUFFERED=1 timeout 480 python3 benchmarks/gpu_check.py --steps 6 --json "$OUT/gpu_check.json" \
+PYTHONUNBUFFERED=1 timeout 540 python3 benchmarks/gpu_check.py --steps 6 --json "$OUT/gpu_check.json" \
     2>&1 | tee "$OUT/gpu_check.log"

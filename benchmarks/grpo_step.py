@@ -49,7 +49,7 @@ def plain_trl(model_path: str, dataset: Any, args: argparse.Namespace, out: Path
     from trl import GRPOConfig, GRPOTrainer
 
     from embodied_r.methods.accuracy import accuracy_reward
-    from embodied_r.methods.embodied_r.rewards import format_reward
+    from embodied_r.methods.format import format_reward
     from embodied_r.training.callbacks import StepTimer
 
     config = GRPOConfig(
@@ -129,7 +129,7 @@ def whole_steps(model_path: str, args: argparse.Namespace, out: Path) -> dict[st
         recipe.update(
             train_data=args.data or f"toy:{args.rows}", output_dir=str(out / label), dtype=args.dtype,
             format_warmup=None, rewards=["format", "accuracy"], reward_schedule=None, reward_weights=[0.2, 0.8],
-            judge_probe=None, allow_weak_judge=False, report_to="none", save_strategy="no", sample_completions=0,
+            judge={"probe": None, "allow_weak": False}, report_to="none", save_strategy="no", sample_completions=0,
             num_generations=generations, per_device_train_batch_size=prompts * generations,
             shared_prefix_update=shared, shared_prefix_generation=shared,
         )
@@ -158,8 +158,8 @@ def print_whole_steps(results: dict[str, Any], args: argparse.Namespace) -> None
 
 def judge_full_batch(judge: Any, args: argparse.Namespace) -> float:
     """Seconds for one reference call on a whole step's completions with maximal think texts."""
-    from embodied_r.inference.judges import question_for_judge
-    from embodied_r.training.data import toy_prompt_rows
+    from embodied_r.judge.judges import question_for_judge
+    from embodied_r.methods.embodied_r.toy import toy_prompt_rows
 
     rows = [r for r in toy_prompt_rows(args.rows) if r.answer_type == "choice"]
     n = args.batch
@@ -183,7 +183,7 @@ def update_members(tokenizer: Any, prompts: int, generations: int, args: argpars
     EOS, except one full-length completion per group without EOS (truncated)."""
     import torch
 
-    from embodied_r.training.data import toy_prompt_rows
+    from embodied_r.methods.embodied_r.toy import toy_prompt_rows
 
     gen = torch.Generator().manual_seed(seed)
     width = args.completion_tokens
@@ -260,17 +260,17 @@ def _relative_difference(grads: list[Any], reference: list[Any]) -> float:
 
 
 def update_trainer(model_path: str, args: argparse.Namespace, out: Path) -> Any:
-    """An EmbodiedGRPOTrainer on the model (demo settings: beta 0, one iteration), for direct loss calls."""
+    """An ReasonerGRPOTrainer on the model (demo settings: beta 0, one iteration), for direct loss calls."""
     from transformers import AutoTokenizer
     from trl import GRPOConfig
 
     from embodied_r.training.data import load_prompt_rows, rows_to_dataset
-    from embodied_r.training.grpo import EmbodiedGRPOTrainer
+    from embodied_r.training.trainer import ReasonerGRPOTrainer
 
     config = GRPOConfig(output_dir=str(out), use_cpu=True, bf16=False, report_to="none", num_generations=2,
                         per_device_train_batch_size=2, max_completion_length=args.completion_tokens,
                         beta=0.0, model_init_kwargs={"dtype": "float32"})
-    return EmbodiedGRPOTrainer(model=model_path, reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
+    return ReasonerGRPOTrainer(model=model_path, reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
                                args=config, train_dataset=rows_to_dataset(load_prompt_rows("toy:2")),
                                processing_class=AutoTokenizer.from_pretrained(model_path))
 

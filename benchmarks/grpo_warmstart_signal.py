@@ -21,7 +21,7 @@ from embodied_r.core.chat import render_chat
 from embodied_r.inference.generation import generate_batch
 from embodied_r.inference.models import load_reasoner
 from embodied_r.methods.accuracy import accuracy_reward
-from embodied_r.methods.embodied_r.rewards import format_reward, soft_format_reward
+from embodied_r.methods.format import format_reward, soft_format_reward
 from embodied_r.training.data import load_prompt_rows
 
 

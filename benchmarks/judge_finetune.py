@@ -22,10 +22,10 @@ import random
 import time
 from pathlib import Path
 
-from embodied_r.inference.judge_probe import build_probe_cases, option_text, run_probe
-from embodied_r.inference.judges import ReferenceJudge, judge_messages, letters_for, question_for_judge
-from embodied_r.inference.letter_mask import mask_option_letters
 from embodied_r.inference.models import load_reasoner, resolve_model_path
+from embodied_r.judge.judges import ReferenceJudge, judge_messages, letters_for, question_for_judge
+from embodied_r.judge.letter_mask import mask_option_letters
+from embodied_r.judge.probe import build_probe_cases, option_text, run_probe
 from embodied_r.training.data import load_prompt_rows
 
 # Phrasings used for training only; the target is sometimes named before a distractor, so "the last

@@ -194,7 +194,7 @@ def grpo_recipe(args: argparse.Namespace, train: Path, start: Path, out: Path, s
     recipe.update(
         description=f"ladder arm {args.arm}, seed {seed}", train_data=str(train), output_dir=str(out),
         format_warmup=None, rewards=["format", "accuracy"], reward_schedule=None, reward_weights=[0.2, 0.8],
-        judge_probe=None, allow_weak_judge=False, num_generations=args.generations,
+        judge={"probe": None, "allow_weak": False}, num_generations=args.generations,
         per_device_train_batch_size=args.prompts * args.generations, learning_rate=args.learning_rate,
         max_steps=args.steps, save_strategy="no", max_completion_length=args.max_new_tokens, dtype=args.dtype,
         seed=seed, report_to=["none"],

@@ -247,7 +247,7 @@ def grpo_recipe(args: argparse.Namespace, train: Path, start: Path, out: Path) -
         # The warm-up has taught the structure, so the format term only guards it; the consistency term
         # changed nothing measurable in the ablation (docs/consistency.md) and costs a judge pass per step.
         rewards=["format", "accuracy"], reward_schedule=None, reward_weights=[0.2, 0.8],
-        judge_probe=None, allow_weak_judge=False,
+        judge={"probe": None, "allow_weak": False},
         num_generations=args.generations, per_device_train_batch_size=args.prompts * args.generations,
         learning_rate=args.learning_rate, max_steps=args.steps, save_steps=args.eval_every,
         save_strategy="steps", max_completion_length=args.max_new_tokens, dtype=args.dtype,

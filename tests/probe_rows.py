@@ -42,7 +42,7 @@ class OracleJudge:
     sees_letters = False
 
     def __init__(self, cases) -> None:
-        from embodied_r.inference.judges import visible_thinks
+        from embodied_r.judge.judges import visible_thinks
 
         seen = visible_thinks(self, [c.think for c in cases], [c.options for c in cases])
         self.answers = {(c.question, think): c.target for c, think in zip(cases, seen)}

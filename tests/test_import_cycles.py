@@ -109,3 +109,32 @@ def test_the_subpackages_import_one_way() -> None:
         targets.discard(package)
     assert "embodied_r.training" in graph["embodied_r.cli"]  # the graph was built
     assert cycles(graph) == []
+
+
+# Robot-R1 builds its questions from Meta-World demonstrations it records itself (demos, pipeline) and reads
+# the task specs (questions, bench): these are the method's remaining arrows into the simulator. The list
+# is exact, so it can only shrink.
+ROBOT_R1_SIM_IMPORTS = {
+    "embodied_r.methods.robot_r1.bench",
+    "embodied_r.methods.robot_r1.demos",
+    "embodied_r.methods.robot_r1.pipeline",
+    "embodied_r.methods.robot_r1.questions",
+}
+
+
+def test_methods_do_not_import_the_simulator() -> None:
+    """The simulator is a data generator: a method runs on any video without it. The oracle perception
+    backend reads simulator ground truth, so it lives in ``sim.world`` and the perception factory names it
+    by a string path instead of importing it (``embodied-r perceive --backend oracle`` still finds it)."""
+    names = module_names()
+    into_sim = {name for name, path in names.items() if name.startswith("embodied_r.methods.")
+                and any(package_of(m) == "embodied_r.sim" for m in imported(path, set(names)))}
+    assert into_sim == ROBOT_R1_SIM_IMPORTS
+
+
+def test_the_oracle_backend_is_found_by_name() -> None:
+    from embodied_r.methods.embodied_r.perception.backends import PerceptionBackend
+    from embodied_r.methods.embodied_r.perception.factory import make_backend
+
+    backend = make_backend("oracle", dataset_dir=".")
+    assert isinstance(backend, PerceptionBackend) and type(backend).__module__ == "embodied_r.sim.world.oracle_backend"

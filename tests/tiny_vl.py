@@ -16,3 +16,9 @@ def save_tiny_qwen25_vl(folder: str | Path) -> Path:
     processor.tokenizer.save_pretrained(folder)
     processor.image_processor.save_pretrained(folder)
     return folder
+
+
+if __name__ == "__main__":  # python tests/tiny_vl.py FOLDER: the model of recipes/embodied_r/cpu_vlm_tiny.yaml
+    import sys
+
+    print(save_tiny_qwen25_vl(sys.argv[1] if len(sys.argv) > 1 else "runs/tiny_qwen2.5-vl"))

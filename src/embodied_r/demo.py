@@ -117,7 +117,6 @@ def training_recipe(out: Path, size: DemoSize, model: str) -> dict[str, Any]:
         "rewards": ["format", "accuracy"],
         "reward_weights": [0.2, 0.8],
         "reward_schedule": None,
-        "judge_probe": None,
         "sample_completions": 4,
         # On any prompt file: prompts over 4,096 tokens lose their oldest frame descriptions, and one backward
         # pass holds at most 8,192 tokens (the demo's own rows fit in one pass, without activation

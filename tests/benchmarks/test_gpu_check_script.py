@@ -26,8 +26,8 @@ def test_gpu_check_runs_end_to_end_in_tiny_mode(tmp_path: Path) -> None:
     out = tmp_path / "gpu_check.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--tiny", "--steps", "1",
-                           "--completion-tokens", "8", "--json", str(out)], env=env, capture_output=True,
-                          text=True, timeout=600, check=False)
+                           "--vl-steps", "1", "--completion-tokens", "8", "--json", str(out)], env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     runs = json.loads(out.read_text())["runs"]
     with_vllm = vllm_runs_here()
@@ -39,3 +39,9 @@ def test_gpu_check_runs_end_to_end_in_tiny_mode(tmp_path: Path) -> None:
     # Exactly one of the two: the vLLM row of the table, or the line saying why it is missing.
     vllm_row, no_vllm_line = "| vLLM colocate | shared-prefix |" in done.stdout, "vLLM is not importable" in done.stdout
     assert (vllm_row, no_vllm_line) == ((True, False) if with_vllm else (False, True)), done.stdout[-3000:]
+    # The VL arm: a Qwen2.5-VL on key-frame rows (4 frames at the tiny budget), through TRL's multi-image path.
+    [vl] = json.loads(out.read_text())["vl_runs"]
+    assert vl["arm"] == "vl" and vl["steps"] == 1 and (vl["frames"], vl["max_pixels"]) == (4, 112 * 112)
+    assert vl["generation_tokens_per_s"] > 0 and vl["update_s_per_step"] > 0 and vl["prompt_tokens"] > 4 * 12
+    assert all(loss == loss for loss in vl["losses"]) and vl["stock_path"]  # finite; the reason is reported
+    assert "| VL arm | frames x pixels |" in done.stdout

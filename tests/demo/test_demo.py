@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from embodied_r.demo import MIN_TRAIN_MINUTES, DemoSize, plan, run_demo, train_minutes, training_recipe
+from embodied_r.judge.settings import probe_defaults
 
 
 def test_sizes_follow_the_time_budget() -> None:
@@ -84,7 +85,7 @@ def test_demo_recipe_warms_up_then_trains_with_format_and_accuracy(tmp_path: Pat
     size = DemoSize.for_minutes(15)
     recipe = recipe_from_dict(training_recipe(tmp_path, size, "smollm2-135m-instruct"))
     # No consistency term, so no judge probe spends the demo's time on a term without weight.
-    assert recipe.reward_names == ["format", "accuracy"] and recipe.judge_probe is None
+    assert recipe.reward_names == ["format", "accuracy"] and recipe.sections.judge.probe == probe_defaults()
     assert recipe.format_warmup["think"] == "evidence"
     assert recipe.completion_prefix == ""  # the paper's prompt, evaluated the same way before and after
     assert recipe.format_warmup and recipe.format_warmup["steps"] == size.warmup_steps > 0

@@ -88,8 +88,8 @@ def test_an_unknown_rule_is_refused_before_anything_runs(tmp_path: Path, capsys:
     assert "invalid choice: 'paper'" in capsys.readouterr().err
     assert not (out / "metrics.json").exists() and not (out / "run.json").exists()
 
-    from embodied_r.evaluation.runner import run_eval
+    from embodied_r.evaluation.settings import EvalSettings
 
     with pytest.raises(ValueError, match="--accuracy-rule: accuracy_rule 'paper' does not exist"):
-        run_eval(data, "no-such-model", out, accuracy_rule="paper")
+        EvalSettings(accuracy_rule="paper")  # refused when the settings are built, before run_eval loads anything
     assert not (out / "metrics.json").exists()

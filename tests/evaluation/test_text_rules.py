@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import doctest
 from pathlib import Path
 
 import pytest
 
 from embodied_r.core.records import PromptRow
-from embodied_r.evaluation import text_rules
 from embodied_r.evaluation.text_rules import text_rule_predictions, text_rule_table
 from embodied_r.methods.embodied_r.frame_text import video_frames
 from embodied_r.methods.embodied_r.prompts import build_reasoner_messages
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(text_rules, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def _row(task: str, views: list[tuple[str | None, str]], question: str, answer: object,

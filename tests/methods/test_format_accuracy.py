@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from embodied_r.methods.accuracy import accuracy_reward
-from embodied_r.methods.embodied_r.rewards import format_reward, strict_format_reward
-from embodied_r.methods.rewards import REWARDS, get_reward, register_reward
+from embodied_r.methods.format import format_reward, strict_format_reward
+from embodied_r.methods.rewards import REWARDS, RewardSpecError, get_reward, register_reward
 
 OPTIONS = ["A. left", "B. right", "C. behind", "D. front"]
 
@@ -78,7 +78,7 @@ def test_accuracy_without_answer_column_is_an_error_not_zero() -> None:
 def test_table_names_match_metric_names() -> None:
     for name in ("format", "format_strict", "accuracy"):
         assert get_reward(name).__name__ == name  # TRL logs rewards/<__name__>/mean
-    with pytest.raises(KeyError, match="known rewards"):
+    with pytest.raises(RewardSpecError, match="known rewards"):
         get_reward("nope")
     with pytest.raises(TypeError, match="no options"):
         get_reward("format", strict=True)

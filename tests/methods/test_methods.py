@@ -48,7 +48,7 @@ def _repository_root() -> Path:
 
 def test_each_task_object_names_a_real_command_builder_rewards_and_recipe() -> None:
     from embodied_r.cli.main import build_parser
-    from embodied_r.methods.rewards import REWARDS, reward_spec
+    from embodied_r.methods.rewards import reward_spec, reward_table
 
     for method in METHODS:
         program, *words = method.builds_rows.split()
@@ -61,9 +61,10 @@ def test_each_task_object_names_a_real_command_builder_rewards_and_recipe() -> N
         builder = method.row_builder_function()
         assert callable(builder)
         assert builder.__module__.startswith(f"embodied_r.methods.{method.name}."), builder.__module__
-        assert set(method.rewards) <= set(REWARDS)
+        assert set(method.rewards) <= set(reward_table())
         recipe = yaml.safe_load((_repository_root() / method.paper_recipe).read_text())
         assert [reward_spec(r)[0] for r in recipe["rewards"]] == list(method.rewards)
+        assert recipe.get("reward_schedule") == method.reward_schedule  # the paper's weights, as its recipe writes them
 
 
 def test_embodied_r_rows_from_the_named_builder_are_recognised_and_scored_by_their_method() -> None:

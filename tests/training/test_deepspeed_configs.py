@@ -52,9 +52,9 @@ def deepspeed_config_for(accelerate_file: Path, overrides: list[str], tmp_path: 
     from accelerate.utils import DeepSpeedPlugin
     from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
 
-    from embodied_r.methods.embodied_r.schedule import RewardSchedule
     from embodied_r.training.grpo import build_config
     from embodied_r.training.recipe import load_recipe
+    from embodied_r.training.schedule import RewardSchedule
 
     cluster = ClusterConfig.from_yaml_file(str(accelerate_file))
     keys = dict(cluster.deepspeed_config)
@@ -109,7 +109,7 @@ def test_a_judge_loaded_while_zero3_is_on_is_whole_on_every_rank(tiny_lm_dir: Pa
         set_hf_deepspeed_config,
     )
 
-    from embodied_r.inference.judges import ReferenceJudge
+    from embodied_r.judge.judges import ReferenceJudge
 
     config = HfDeepSpeedConfig({"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": 1})
     set_hf_deepspeed_config(config)

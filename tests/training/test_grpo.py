@@ -51,7 +51,7 @@ def test_training_changes_parameters_and_switches_stages(tiny_recipe, tiny_lm_di
             eval_max_new_tokens=8,
             save_steps=100,
             report_to="tensorboard",
-            allow_weak_judge=True,  # a constant judge on 4 toy rows: the probe cannot vouch for it
+            judge={"allow_weak": True},  # a constant judge on 4 toy rows: the probe cannot vouch for it
         )
     )
     judge = AgreeingJudge()
@@ -115,7 +115,7 @@ def test_cli_train_then_resume_keeps_the_stage(tiny_recipe, capsys) -> None:
         {"start": 2, "weights": {"format": 0.2, "accuracy": 0.6, "consistency": 0.2}},
     ]
     recipe = tiny_recipe(rewards=["format", "accuracy", "consistency"], reward_schedule=stages,
-                         allow_weak_judge=True)
+                         judge={"allow_weak": True})
     run = Path(load_recipe(recipe).output_dir)
 
     assert main(["train", "--recipe", str(recipe)]) == 0
@@ -205,7 +205,7 @@ def test_a_checkpoint_cut_short_by_a_kill_is_skipped_on_resume(tiny_recipe, caps
     assert main(["train", "--recipe", str(recipe), "--set", "max_steps=4"]) == 2
     err = capsys.readouterr().err
     assert "checkpoint-3 is incomplete" in err and "--resume" in err and "checkpoint-2" in err
-    with caplog.at_level("WARNING", logger="embodied_r.training.grpo"):
+    with caplog.at_level("WARNING", logger="embodied_r.training.checkpoints"):
         assert main(["train", "--recipe", str(recipe), "--set", "max_steps=4", "--resume"]) == 0
     assert any("removed incomplete checkpoint(s) checkpoint-3" in r.message and "checkpoint-2" in r.message
                for r in caplog.records)
@@ -223,7 +223,7 @@ def test_samples_come_from_every_process(tmp_path, monkeypatch) -> None:
     import torch
 
     from embodied_r.core.io import read_jsonl
-    from embodied_r.training.grpo import EmbodiedGRPOTrainer
+    from embodied_r.training.trainer import ReasonerGRPOTrainer
 
     other_rank = [(1, {"id": "r1-a", "task": "t", "answer": "B", "completion": "x"}),
                   (1, {"id": "r1-b", "task": "t", "answer": "B", "completion": "y"})]
@@ -235,7 +235,7 @@ def test_samples_come_from_every_process(tmp_path, monkeypatch) -> None:
     )
     inputs = [{"id": "r0-a", "task": "t", "answer": "A"}, {"id": "r0-b", "task": "t", "answer": "A"}]
     rewards = torch.tensor([[0.0], [1.0], [0.25], [0.75]])  # gathered: r0-a, r0-b, r1-a, r1-b
-    EmbodiedGRPOTrainer._record_samples(fake, inputs, ["<answer>A</answer>", "z"], rewards)
+    ReasonerGRPOTrainer._record_samples(fake, inputs, ["<answer>A</answer>", "z"], rewards)
     rows = read_jsonl(tmp_path / "samples.jsonl")
     assert [(r["id"], r["rewards"]["accuracy"]) for r in rows] == [("r0-a", 0.0), ("r1-a", 0.25), ("r0-b", 1.0)]
     assert all(r["step"] == 5 for r in rows)

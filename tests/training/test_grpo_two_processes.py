@@ -25,7 +25,7 @@ What is compared, and why that way:
   continues from checkpoint-1 under two processes; step 1 is not redone, and step 2 gives the same
   completions and advantages and bit-identical weights to the uninterrupted run (same layout, same
   arithmetic).
-* Judge: ``reference_model: policy`` after ``format_warmup`` is a full copy of the warmed-up model on each
+* Judge: ``judge.model: policy`` after ``format_warmup`` is a full copy of the warmed-up model on each
   rank (same parameter count as the policy, same weights as the warm-up's output, not the base model's),
   and every rank's judge gives the same letter scores on fixed questions.
 
@@ -85,8 +85,7 @@ def _recipe(path: Path, **values: Any) -> Path:
         "seed": 0,
         "sample_completions": 2,
         "rewards": ["format", "accuracy", "test_length", "consistency"],
-        "reference_model": "policy",
-        "allow_weak_judge": True,  # 2 choice rows cannot make a probe's 16 cases
+        "judge": {"model": "policy", "allow_weak": True},  # 2 choice rows cannot make a probe's 16 cases
         "reward_schedule": None,
         "report_to": "none",
     }

@@ -9,11 +9,11 @@ import pytest
 from probe_rows import ConstantJudge, OracleJudge, probe_rows
 
 from embodied_r.core.io import write_jsonl
-from embodied_r.inference.judge_probe import build_probe_cases
-from embodied_r.inference.judges import JudgeError
-from embodied_r.methods.embodied_r.schedule import RewardSchedule
+from embodied_r.judge.judges import JudgeError
+from embodied_r.judge.probe import build_probe_cases
 from embodied_r.training.grpo import build_trainer
 from embodied_r.training.recipe import RecipeError, load_recipe
+from embodied_r.training.schedule import RewardSchedule
 
 
 @pytest.fixture
@@ -35,14 +35,14 @@ def test_a_constant_judge_stops_the_run_with_its_numbers_and_the_ways_out(choice
         build_trainer(recipe, judge=ConstantJudge())
     message = str(raised.value)
     assert "constant-stub" in message and "content agreement 25.0%" in message and "A on 100.0%" in message
-    assert "reference_model" in message and "base_url" in message and "allow_weak_judge: true" in message
+    assert "judge.model" in message and "base_url" in message and "judge.allow_weak: true" in message
     probe = json.loads((recipe.output_dir / "judge_probe.json").read_text())
     assert probe["passed"] is False and probe["allowed_weak"] is False
     assert not list(recipe.output_dir.glob("checkpoint-*"))
 
 
 def test_allow_weak_judge_goes_on_and_records_it(choice_recipe) -> None:
-    recipe = choice_recipe(allow_weak_judge=True)
+    recipe = choice_recipe(judge={"allow_weak": True})
     trainer, context = build_trainer(recipe, judge=ConstantJudge())
     assert context["judge_probe"]["allowed_weak"] is True
     assert json.loads((recipe.output_dir / "judge_probe.json").read_text())["allowed_weak"] is True
@@ -54,7 +54,7 @@ def test_a_judge_that_passes_every_kind_passes_and_its_probe_is_reused(choice_re
     oracle = OracleJudge(build_probe_cases(probe_rows(20)))  # the cases the gate builds (default settings)
     _, context = build_trainer(recipe, judge=oracle)
     assert context["judge_probe"]["passed"] is True and set(context["judge_probe"]["agreement"].values()) == {1.0}
-    from embodied_r.inference import judge_probe
+    from embodied_r.judge import probe as judge_probe
 
     monkeypatch.setattr(
         judge_probe, "run_probe", lambda *a, **k: pytest.fail("an identical probe was run again")
@@ -64,7 +64,7 @@ def test_a_judge_that_passes_every_kind_passes_and_its_probe_is_reused(choice_re
 
 
 def test_a_string_matching_judge_stops_the_run(choice_recipe) -> None:
-    from embodied_r.inference.reference_judges import MentionedLastJudge
+    from embodied_r.judge.reference_judges import MentionedLastJudge
 
     with pytest.raises(JudgeError) as raised:
         build_trainer(choice_recipe(), judge=MentionedLastJudge())
@@ -82,10 +82,10 @@ def test_no_probe_when_the_consistency_weight_is_always_zero(choice_recipe) -> N
 
 @pytest.mark.parametrize("bad", [{"cases": 8}, {"min_agreement": 2}, {"bogus": 1}, {"conflict": "yes"}, "x"])
 def test_probe_settings_are_checked(tiny_recipe, bad) -> None:
-    with pytest.raises(RecipeError, match="judge_probe"):
-        load_recipe(tiny_recipe(judge_probe=bad))
-    with pytest.raises(RecipeError, match="allow_weak_judge"):
-        load_recipe(tiny_recipe(allow_weak_judge="maybe"))
+    with pytest.raises(RecipeError, match="judge.probe"):
+        load_recipe(tiny_recipe(judge={"probe": bad}))
+    with pytest.raises(RecipeError, match="judge.allow_weak"):
+        load_recipe(tiny_recipe(judge={"allow_weak": "maybe"}))
 
 
 def test_the_schedule_says_which_stage_a_short_run_never_reaches() -> None:
@@ -114,7 +114,7 @@ def test_a_short_run_warns_at_its_start(tiny_recipe, caplog) -> None:
         {"start": 50, "weights": {"format": 0.5, "accuracy": 0.5}},
     ]
     recipe = load_recipe(tiny_recipe(max_steps=1, reward_schedule={"unit": "step", "stages": stages}))
-    with caplog.at_level("WARNING", logger="embodied_r.methods.embodied_r.schedule"):
+    with caplog.at_level("WARNING", logger="embodied_r.training.schedule"):
         summary = train(recipe)
     assert any("stage 2" in r.message and "max_steps >= 50" in r.message for r in caplog.records)
     assert summary["schedule_unreached"] and "stage 2" in summary["schedule_unreached"][0]
@@ -122,7 +122,7 @@ def test_a_short_run_warns_at_its_start(tiny_recipe, caplog) -> None:
 
 def test_a_judge_that_cannot_be_loaded_stops_the_run_before_the_warm_up(choice_recipe, tmp_path) -> None:
     recipe = choice_recipe(
-        reference_model=str(tmp_path / "no-such-judge"), format_warmup={"steps": 1, "batch_size": 2}
+        judge={"model": str(tmp_path / "no-such-judge")}, format_warmup={"steps": 1, "batch_size": 2}
     )
     with pytest.raises(JudgeError, match="cannot load the judge model"):
         build_trainer(recipe)
@@ -132,9 +132,10 @@ def test_a_judge_that_cannot_be_loaded_stops_the_run_before_the_warm_up(choice_r
 def test_an_unknown_consistency_rule_or_rows_without_options_stop_before_any_model_loads(
     tiny_recipe, tmp_path: Path
 ) -> None:
-    with pytest.raises(RecipeError, match="consistency_rule 'shuffle' does not exist"):
-        load_recipe(tiny_recipe(consistency_rule="shuffle"))
-    with pytest.raises(RecipeError, match="set consistency_rule as a recipe key"):
+    # The rule is the consistency reward's setting: checked with the reward, before any model loads.
+    with pytest.raises(RecipeError, match="judge.rule 'shuffle' does not exist"):
+        load_recipe(tiny_recipe(rewards=["format", "accuracy", "consistency"], judge={"rule": "shuffle"}))
+    with pytest.raises(RecipeError, match=r"set the rule in the recipe section \(judge: \{rule: ...\}\)"):
         load_recipe(tiny_recipe(rewards=["format", {"consistency": {"consistency_rule": "shuffled-options"}}]))
     # Loading already refuses a multiple-choice row without options; rows with no options at all are
     # open questions, which give the rule nothing to shuffle.
@@ -142,7 +143,7 @@ def test_an_unknown_consistency_rule_or_rows_without_options_stop_before_any_mod
     data = tmp_path / "no_options.jsonl"
     write_jsonl(data, rows)
     recipe = load_recipe(tiny_recipe(train_data=str(data), rewards=["format", "accuracy", "consistency"],
-                                     consistency_rule="shuffled-options", model=str(tmp_path / "no-such-model")))
+                                     judge={"rule": "shuffled-options"}, model=str(tmp_path / "no-such-model")))
     with pytest.raises(RecipeError, match="shuffled-options re-reads each think .* no multiple-choice rows"):
         build_trainer(recipe)
     assert not recipe.output_dir.exists() or not any(recipe.output_dir.iterdir())

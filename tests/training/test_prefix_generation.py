@@ -88,7 +88,7 @@ def test_training_samples_through_the_shared_path_and_the_switch_turns_it_off(ti
         return original(model, prompt_ids, *args)
 
     monkeypatch.setattr(prefix_generation, "generate_sharing_prompts", record)
-    caplog.set_level(logging.INFO, logger="embodied_r.training.grpo")
+    caplog.set_level(logging.INFO, logger="embodied_r.training.trainer")
     summary = train(load_recipe(tiny_recipe(rewards=[varying_reward], max_steps=2)))
     assert summary["global_step"] == 2
     assert calls and all(n == 4 for n in calls)  # the tiny recipe's batch: 2 prompts x 2 completions

@@ -5,21 +5,26 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from embodied_r.cli.main import main
 from embodied_r.core.io import DataFileError, write_jsonl
-from embodied_r.methods.embodied_r.schedule import RewardSchedule
-from embodied_r.training.data import load_prompt_rows, rows_to_dataset, toy_prompt_rows
+from embodied_r.judge.settings import JudgeSection
+from embodied_r.methods.embodied_r.toy import toy_prompt_rows
+from embodied_r.training.data import load_prompt_rows, rows_to_dataset
 from embodied_r.training.recipe import (
     OUR_KEYS,
     LoraSettings,
     RecipeError,
     check_batch_geometry,
     check_rollout_settings,
+    dump_recipe,
     load_recipe,
     parse_overrides,
     recipe_from_dict,
+    run_settings,
 )
+from embodied_r.training.schedule import RewardSchedule
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = REPO / "recipes"
@@ -39,7 +44,11 @@ def test_unknown_key_lists_the_valid_ones() -> None:
         ({}, "train_data"),
         ({"train_data": "x", "rewards": ["format", "nope"]}, "unknown reward 'nope'"),
         ({"train_data": "x", "rewards": ["format", "format"]}, "twice"),
-        ({"train_data": "x", "reward_weights": [1, 1, 1]}, "not both"),
+        ({"train_data": "x", "reward_weights": [1, 1, 1], "reward_schedule": "paper"}, "not both"),
+        ({"train_data": "x", "reward_schedule": "papers"}, "not a named schedule"),
+        ({"train_data": "x", "rewards": ["format", "no_such_module_xyz:reward"]}, "cannot import no_such_module_xyz"),
+        ({"train_data": "x", "rewards": ["format", "embodied_r.core.scoring:MRA_THRESHOLDS"]}, "not a reward function"),
+        ({"train_data": "x", "rewards": [{"format": {"strict": True}}]}, "takes no options"),
         ({"train_data": "x", "model_init_kwargs": {}}, "set by embodied-r"),
         (
             {"train_data": "x", "rewards": ["format"], "reward_schedule": "paper", "eval_every_steps": -1},
@@ -55,7 +64,11 @@ def test_unknown_key_lists_the_valid_ones() -> None:
         ({"train_data": "x", "lora": {"bias": "some"}}, "lora.bias"),
         ({"train_data": "x", "lora": 8}, "'lora' must be a mapping"),
         ({"train_data": "x", "format_warmup": {"step": 4}}, r"format_warmup: unknown key\(s\) \['step'\]"),
-        ({"train_data": "x", "judge_probe": {"case": 4}}, r"judge_probe: unknown key\(s\) \['case'\]"),
+        ({"train_data": "x", "judge": {"probe": {"case": 4}}}, r"judge.probe: unknown key\(s\) \['case'\]"),
+        ({"train_data": "x", "judge": {"reference": "policy"}}, r"judge: unknown key\(s\) \['reference'\]; valid"),
+        ({"train_data": "x", "judge": "policy"}, "'judge' must be a mapping"),
+        ({"train_data": "x", "judge": {"sees_letters": "yes"}}, "judge.sees_letters must be true or false"),
+        ({"train_data": "x", "judge": {"allow_weak": 1}}, "judge.allow_weak must be true or false"),
         ({"train_data": "x", "reward_schedule": [{"steps": 1, "weights": [1]}]}, "weights"),
         ({"train_data": "x", "max_train_minutes": 0}, "'max_train_minutes' must be a positive number"),
         ({"train_data": "x", "max_train_minutes": "10m"}, "'max_train_minutes' must be a positive number"),
@@ -68,21 +81,23 @@ def test_recipe_errors(data: dict, message: str) -> None:
 
 def test_the_sections_are_typed_once_from_the_recipe() -> None:
     recipe = recipe_from_dict({"train_data": "toy:2", "lora": {"r": 8, "target_modules": ["q_proj"]},
-                               "format_warmup": {"steps": 4, "batch_size": 4}, "judge_probe": {"cases": 32},
-                               "max_prompt_tokens": 512})
+                               "format_warmup": {"steps": 4, "batch_size": 4}, "judge": {"probe": {"cases": 32}},
+                               "max_prompt_tokens": 512, "reward_schedule": "paper"})
     sections = recipe.sections
     assert sections.lora == LoraSettings(r=8, target_modules=["q_proj"])
     config = sections.lora.peft_config()
     assert (config.r, config.lora_alpha, config.target_modules) == (8, 32, {"q_proj"})
     assert sections.warmup is not None and (sections.warmup.steps, sections.warmup.micro_batch_size) == (4, 4)
-    assert sections.judge_probe["cases"] == 32 and sections.judge_probe["min_agreement"] == 0.8
+    assert sections.judge.probe["cases"] == 32 and sections.judge.probe["min_agreement"] == 0.8
+    assert (sections.judge.model, sections.judge.rule, sections.judge.allow_weak) == ("policy", "judge", False)
     assert isinstance(sections.schedule, RewardSchedule) and len(sections.schedule.stages) == 3  # "paper"
     assert sections.context.max_prompt_tokens == 512
     assert recipe.sections is sections  # parsed once
     # The file form is unchanged: sections are not keys.
     assert "sections" not in recipe.to_flat_dict() and recipe.to_flat_dict()["lora"] == {"r": 8,
                                                                                          "target_modules": ["q_proj"]}
-    bare = recipe_from_dict({"train_data": "toy:2", "reward_schedule": None})
+    bare = recipe_from_dict({"train_data": "toy:2"})  # no schedule named: constant weights, whatever the rewards
+    assert bare.reward_names == ["format", "accuracy", "consistency"]
     assert (bare.sections.lora, bare.sections.warmup, bare.sections.schedule) == (None, None, None)
 
 
@@ -99,6 +114,40 @@ def test_overrides() -> None:
     assert recipe.trl["max_steps"] == 2 and recipe.reward_schedule is None
     with pytest.raises(RecipeError, match="key=value"):
         parse_overrides(["max_steps"])
+
+
+@pytest.mark.parametrize("old, new", [
+    ("reference_model", "judge.model"), ("judge_sees_letters", "judge.sees_letters"),
+    ("judge_scoring", "judge.scoring"), ("consistency_rule", "judge.rule"), ("judge_probe", "judge.probe"),
+    ("allow_weak_judge", "judge.allow_weak"),
+])
+def test_the_judge_keys_moved_into_one_section(old: str, new: str) -> None:
+    with pytest.raises(RecipeError, match=rf"recipe: {old} moved to {new}: write judge: \{{") as raised:
+        recipe_from_dict({"train_data": "toy:2", old: None})
+    assert f"--set {new}=" in str(raised.value)
+    with pytest.raises(RecipeError, match=f"{old} moved to {new}"):
+        load_recipe(RECIPES / "embodied_r" / "cpu_smollm2.yaml", [f"{old}=policy"])
+
+
+def test_the_judge_section_round_trips_through_set_and_the_resolved_recipe(tmp_path: Path) -> None:
+    recipe = load_recipe(RECIPES / "embodied_r" / "cpu_smollm2.yaml",
+                         ["judge.model=mentioned-last", "judge.probe.cases=32", "judge.rule=shuffled-options",
+                          "judge.sees_letters=true", "judge.scoring=letter"])
+    judge = recipe.sections.judge
+    assert (judge.model, judge.rule, judge.sees_letters, judge.scoring) == ("mentioned-last", "shuffled-options",
+                                                                            True, "letter")
+    assert judge.probe["cases"] == 32 and judge.probe["min_agreement"] == 0.8 and judge.allow_weak is True  # file
+    # The dumped recipe (resolved_recipe.yaml, --print) holds the whole section and reads back the same.
+    resolved = yaml.safe_load(dump_recipe(recipe))
+    assert resolved["judge"] == judge.to_config() and not {"reference_model", "judge_probe"} & set(resolved)
+    path = tmp_path / "resolved.yaml"
+    path.write_text(dump_recipe(recipe), encoding="utf-8")
+    assert load_recipe(path).sections.judge == judge
+    # The consistency reward reads the section's keys.
+    settings = run_settings(recipe)
+    assert (settings["judge.model"], settings["judge.rule"], settings["judge.scoring"]) == (
+        "mentioned-last", "shuffled-options", "letter")
+    assert JudgeSection.from_config(None) == recipe_from_dict({"train_data": "toy:2"}).sections.judge
 
 
 def test_shipped_recipes_are_valid() -> None:
@@ -175,7 +224,8 @@ def test_data_errors_are_clear(tmp_path: Path) -> None:
 
 def test_dataset_columns_feed_the_rewards() -> None:
     dataset = rows_to_dataset(toy_prompt_rows(4))
-    assert set(dataset.column_names) == {"prompt", "id", "task", "answer", "answer_type", "options"}
+    # prompt_version: which method's scorer the accuracy reward reads each row with (None: the default method).
+    assert set(dataset.column_names) == {"prompt", "id", "task", "answer", "answer_type", "options", "prompt_version"}
     assert dataset[0]["prompt"][0]["role"] == "system" and dataset[1]["answer_type"] == "number"
     assert float(dataset[1]["answer"]) > 0 and dataset[1]["options"] is None
     assert {r.id for r in load_prompt_rows("toy:3:1")}.isdisjoint({r.id for r in load_prompt_rows("toy:3")})
@@ -202,7 +252,7 @@ def test_cli_errors_before_training(tmp_path: Path, capsys: pytest.CaptureFixtur
     ("max_steps=abc", "max_steps must be int"), ("learning_rate=-1", "learning_rate must be positive"),
     ("num_generations=1", "at least 2"), ("max_steps=0", "max_steps must be positive"),
     ("bf16=1", "bf16 must be bool"), ("top_p=1.5", "top_p must be in"), ("beta=-0.1", "beta must be non-negative"),
-    ("judge_scoring=logits", "'judge_scoring' must be one of option-text, letter"),
+    ("judge.scoring=logits", "judge.scoring must be one of option-text, letter"),
     ("loss_type=bogus", "loss_type 'bogus' must be one of"), ("scale_rewards=bogus", "scale_rewards 'bogus'"),
     ("importance_sampling_level=word", "importance_sampling_level"), ("prompt_version=v9", "prompt_version"),
 ])
@@ -267,7 +317,7 @@ def test_the_process_group_gets_the_recipes_ddp_timeout(monkeypatch: pytest.Monk
 def test_attention_implementation_reaches_policy_and_judge_and_is_checked(tiny_lm_dir: Path) -> None:
     import importlib.util
 
-    from embodied_r.inference.judges import build_judge
+    from embodied_r.judge.judges import build_judge
     from embodied_r.training.grpo import build_config
 
     recipe = load_recipe(None, ["train_data=toy:2", "attn_implementation=eager", "reward_schedule=null",

@@ -20,8 +20,9 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from embodied_r.training import shared_prefix
-from embodied_r.training.grpo import EmbodiedGRPOTrainer, build_trainer, train
+from embodied_r.training.grpo import build_trainer, train
 from embodied_r.training.recipe import RecipeError, load_recipe
+from embodied_r.training.trainer import ReasonerGRPOTrainer
 
 FP32 = {"rtol": 1e-5, "atol": 1e-6}  # log-probabilities are O(1..10), so atol only matters near zero
 GRAD_RTOL_FP32 = 1e-5
@@ -32,7 +33,7 @@ def zero_reward(completions: list[Any], **_: Any) -> list[float]:
 
 
 def make_trainer(model_dir: Path, tmp_path: Path, attention: str = "sdpa", dtype: torch.dtype = torch.float32,
-                 beta: float = 0.04, num_iterations: int = 2) -> EmbodiedGRPOTrainer:
+                 beta: float = 0.04, num_iterations: int = 2) -> ReasonerGRPOTrainer:
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -40,7 +41,7 @@ def make_trainer(model_dir: Path, tmp_path: Path, attention: str = "sdpa", dtype
     args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none", bf16=False,
                       num_generations=2, per_device_train_batch_size=2, max_completion_length=8,
                       beta=beta, num_iterations=num_iterations, temperature=0.7)
-    return EmbodiedGRPOTrainer(model=model, reward_funcs=[zero_reward], args=args,
+    return ReasonerGRPOTrainer(model=model, reward_funcs=[zero_reward], args=args,
                                train_dataset=Dataset.from_list([{"prompt": "hi"}] * 2),
                                processing_class=AutoTokenizer.from_pretrained(model_dir))
 
@@ -83,7 +84,7 @@ def joined(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, 
     return ids, mask, batch["completion_ids"].size(1)
 
 
-def logps(trainer: EmbodiedGRPOTrainer, model: Any, batch: dict[str, torch.Tensor], shared: bool,
+def logps(trainer: ReasonerGRPOTrainer, model: Any, batch: dict[str, torch.Tensor], shared: bool,
           **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
     trainer.shared_prefix_update = shared
     ids, mask, keep = joined(batch)
@@ -152,7 +153,7 @@ def test_chunked_reference_and_old_logps_equal_the_stock_path(tiny_lm_dir, tmp_p
     assert len(shapes) > 4 + 1 and shapes[-1][0] < 4  # stock: 4 chunks of 4 rows; packed: more than one
 
 
-def loss_and_gradients(trainer: EmbodiedGRPOTrainer, inputs: dict[str, Any],
+def loss_and_gradients(trainer: ReasonerGRPOTrainer, inputs: dict[str, Any],
                        shared: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     trainer.shared_prefix_update = shared
     trainer.model.zero_grad(set_to_none=True)
@@ -161,7 +162,7 @@ def loss_and_gradients(trainer: EmbodiedGRPOTrainer, inputs: dict[str, Any],
     return loss.detach(), {name: p.grad.clone() for name, p in trainer.model.named_parameters()}
 
 
-def grpo_inputs(trainer: EmbodiedGRPOTrainer, batch: dict[str, torch.Tensor], shared: bool,
+def grpo_inputs(trainer: ReasonerGRPOTrainer, batch: dict[str, torch.Tensor], shared: bool,
                 seed: int) -> dict[str, Any]:
     """What _generate_and_score_completions hands the loss with beta > 0 and num_iterations > 1: old
     and reference log-probabilities, computed by the path under test."""
@@ -259,7 +260,7 @@ def test_unsupported_input_falls_back_with_the_reason_logged_once(tiny_lm_dir, t
     batch = make_batch([5, 8], 2, 6, tok.pad_token_id, tok.eos_token_id)
     ids, _, _ = joined(batch)
     spy = StockSpy(monkeypatch)
-    caplog.set_level(logging.INFO, logger="embodied_r.training.grpo")
+    caplog.set_level(logging.INFO, logger="embodied_r.training.trainer")
     for _ in range(2):  # Llama takes token_type_ids and ignores them; packing does not pass them on
         logps(trainer, trainer.model, batch, shared=True, token_type_ids=torch.zeros_like(ids))
     assert len(spy.calls) == 2 and "token_type_ids" in spy.calls[0]
@@ -274,7 +275,7 @@ def test_unsupported_attention_and_layouts_take_the_stock_path(tiny_lm_dir, tmp_
     trainer = make_trainer(tiny_lm_dir, tmp_path)
     tok = trainer.processing_class
     spy = StockSpy(monkeypatch)
-    caplog.set_level(logging.INFO, logger="embodied_r.training.grpo")
+    caplog.set_level(logging.INFO, logger="embodied_r.training.trainer")
     holed = make_batch([5, 8], 2, 6, tok.pad_token_id, tok.eos_token_id)
     holed["completion_mask"][0, 0] = 0  # not TRL's right padding: packing would not be exact
     distinct = make_batch([5, 8, 6], 1, 6, tok.pad_token_id, tok.eos_token_id)  # groups of size 1
@@ -324,13 +325,13 @@ def test_a_short_training_run_uses_the_shared_prefix_path(tiny_recipe, varying_r
         return packed(model, *args, **kwargs)
 
     trainer_holder: list[Any] = []
-    original_init = EmbodiedGRPOTrainer.__init__
+    original_init = ReasonerGRPOTrainer.__init__
 
     def keep(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
         trainer_holder.append(self)
 
-    monkeypatch.setattr(EmbodiedGRPOTrainer, "__init__", keep)
+    monkeypatch.setattr(ReasonerGRPOTrainer, "__init__", keep)
     monkeypatch.setattr(shared_prefix, "shared_prefix_logps", record)
     recipe = load_recipe(tiny_recipe(rewards=[varying_reward, "format"], beta=0.04, num_iterations=2,
                                      save_steps=100))

@@ -22,15 +22,16 @@ from test_shared_prefix import (
 )
 
 from embodied_r.training import token_budget
-from embodied_r.training.grpo import EmbodiedGRPOTrainer, train
+from embodied_r.training.grpo import train
 from embodied_r.training.recipe import RecipeError, load_recipe
+from embodied_r.training.trainer import ReasonerGRPOTrainer
 
 # One loss of each normalisation: per row (grpo, dr_grpo), per token of the micro-batch (bnpo), by the
 # generation batch's token count (dapo, TRL's default).
 LOSSES = ["grpo", "dr_grpo", "bnpo", "dapo"]
 
 
-def sliced_and_whole(trainer: EmbodiedGRPOTrainer, inputs: dict[str, Any], shared: bool, budget: int,
+def sliced_and_whole(trainer: ReasonerGRPOTrainer, inputs: dict[str, Any], shared: bool, budget: int,
                      ) -> tuple[tuple[torch.Tensor, dict[str, torch.Tensor]],
                                 tuple[torch.Tensor, dict[str, torch.Tensor]],
                                 list[tuple[int, int]]]:
@@ -88,7 +89,7 @@ def test_a_loss_that_is_not_a_per_row_sum_is_differentiated_whole(tiny_lm_dir, t
     tok = trainer.processing_class
     batch = make_batch([5, 9, 7], 2, 6, tok.pad_token_id, tok.eos_token_id)
     inputs = grpo_inputs(trainer, batch, shared=True, seed=1)
-    caplog.set_level(logging.INFO, logger="embodied_r.training.grpo")
+    caplog.set_level(logging.INFO, logger="embodied_r.training.trainer")
     for _ in range(2):
         (whole_loss, _), (loss, _), shapes = sliced_and_whole(trainer, inputs, shared=True, budget=8)
         assert len(shapes) == 1 and torch.equal(loss, whole_loss)
@@ -126,7 +127,7 @@ def test_recipe_checks_the_budget(tiny_recipe) -> None:
 
 
 def test_a_training_run_with_a_small_budget_slices_and_finishes(tiny_recipe, varying_reward, caplog) -> None:
-    caplog.set_level(logging.INFO, logger="embodied_r.training.grpo")
+    caplog.set_level(logging.INFO, logger="embodied_r.training.trainer")
     recipe = load_recipe(tiny_recipe(rewards=[varying_reward, "format"], max_train_batch_tokens=64,
                                      save_steps=100))
     summary = train(recipe)
@@ -252,7 +253,7 @@ def test_recipe_checks_the_checkpoint_threshold(tiny_recipe) -> None:
 
 
 def test_a_training_run_checkpoints_long_backward_passes_and_finishes(tiny_recipe, varying_reward, caplog) -> None:
-    caplog.set_level(logging.INFO, logger="embodied_r.training.grpo")
+    caplog.set_level(logging.INFO, logger="embodied_r.training.trainer")
     recipe = load_recipe(tiny_recipe(rewards=[varying_reward, "format"], checkpoint_over_tokens=8,
                                      gradient_checkpointing=False, save_steps=100))
     summary = train(recipe)

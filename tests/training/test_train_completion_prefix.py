@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from embodied_r.core.chat import render_chat
-from embodied_r.methods.embodied_r.rewards import format_steps
-from embodied_r.training import grpo
+from embodied_r.methods.format import format_steps
+from embodied_r.training import trainer
 from embodied_r.training.data import load_prompt_rows
 from embodied_r.training.grpo import train
 from embodied_r.training.recipe import RecipeError, load_recipe
@@ -26,13 +26,13 @@ def test_prefix_is_prompt_side_and_rewarded_with_the_completion(tiny_recipe, tin
     from transformers import AutoTokenizer
 
     seen: list[list[int]] = []
-    original = grpo.EmbodiedGRPOTrainer._generate_single_turn
+    original = trainer.ReasonerGRPOTrainer._generate_single_turn
 
     def spy(self, prompt_ids, *args, **kwargs):
         seen.extend(list(p) for p in prompt_ids)
         return original(self, prompt_ids, *args, **kwargs)
 
-    monkeypatch.setattr(grpo.EmbodiedGRPOTrainer, "_generate_single_turn", spy)
+    monkeypatch.setattr(trainer.ReasonerGRPOTrainer, "_generate_single_turn", spy)
     first = load_recipe(tiny_recipe())
     heldout = str(Path(first.train_data).parent / "heldout.jsonl")
     recipe = load_recipe(

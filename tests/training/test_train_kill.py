@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from embodied_r.training.grpo import is_complete_checkpoint
+from embodied_r.training.checkpoints import is_complete_checkpoint
 from embodied_r.training.recipe import load_recipe
 
 

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from embodied_r.core.parsing import parse_answer
 from embodied_r.core.records import PromptRow
-from embodied_r.methods.embodied_r.rewards import is_official_format
+from embodied_r.methods.format import is_official_format
 from embodied_r.training.grpo import train
 from embodied_r.training.recipe import RecipeError, load_recipe
 from embodied_r.training.warmup import (

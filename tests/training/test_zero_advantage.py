@@ -20,11 +20,11 @@ from test_shared_prefix import (
     perturb,
 )
 
-from embodied_r.training.grpo import EmbodiedGRPOTrainer
 from embodied_r.training.recipe import RecipeError, load_recipe
+from embodied_r.training.trainer import ReasonerGRPOTrainer
 
 
-def prepared(tiny_lm_dir: Any, tmp_path: Any, beta: float = 0.0) -> tuple[EmbodiedGRPOTrainer, dict[str, Any]]:
+def prepared(tiny_lm_dir: Any, tmp_path: Any, beta: float = 0.0) -> tuple[ReasonerGRPOTrainer, dict[str, Any]]:
     trainer = make_trainer(tiny_lm_dir, tmp_path, beta=beta, num_iterations=2)
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1
@@ -47,7 +47,7 @@ def prepared(tiny_lm_dir: Any, tmp_path: Any, beta: float = 0.0) -> tuple[Embodi
     return trainer, inputs
 
 
-def run(trainer: EmbodiedGRPOTrainer, inputs: dict[str, Any], treatment: str,
+def run(trainer: ReasonerGRPOTrainer, inputs: dict[str, Any], treatment: str,
         ) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
     trainer.zero_variance_groups = treatment
     forwards = ForwardLog(trainer.model)

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from embodied_r.training.grpo import EmbodiedGRPOTrainer
+from embodied_r.training.trainer import ReasonerGRPOTrainer
 
 SEED_BASE = 1234
 # Fixed questions every rank's judge answers once: the scores must agree exactly across ranks.
@@ -74,9 +74,9 @@ def judge_report(trainer: Any) -> dict[str, Any] | None:
 
 def install_recorders(record: dict[str, Any], record_dir: Path) -> None:
     """Wrap the three trainer methods described in the module docstring."""
-    generate_original = EmbodiedGRPOTrainer._generate_single_turn
-    score_original = EmbodiedGRPOTrainer._generate_and_score_completions
-    clip_original = EmbodiedGRPOTrainer._clip_grad_norm
+    generate_original = ReasonerGRPOTrainer._generate_single_turn
+    score_original = ReasonerGRPOTrainer._generate_and_score_completions
+    clip_original = ReasonerGRPOTrainer._clip_grad_norm
 
     def generate_per_row(self: Any, prompt_ids: list, images: Any, multimodal_fields: dict,
                          num_generations: int, *args: Any, **kwargs: Any) -> tuple[list, Any]:
@@ -118,9 +118,9 @@ def install_recorders(record: dict[str, Any], record_dir: Path) -> None:
         torch.save(grads, record_dir / f"grads-rank{rank}-step{step}.pt")
         return norm
 
-    EmbodiedGRPOTrainer._clip_grad_norm = clip_and_save
-    EmbodiedGRPOTrainer._generate_single_turn = generate_per_row
-    EmbodiedGRPOTrainer._generate_and_score_completions = score_and_record
+    ReasonerGRPOTrainer._clip_grad_norm = clip_and_save
+    ReasonerGRPOTrainer._generate_single_turn = generate_per_row
+    ReasonerGRPOTrainer._generate_and_score_completions = score_and_record
 
 
 def main() -> int:

@@ -4,6 +4,11 @@ Each row is a ``PromptRow`` whose ``prompt`` is the chat (system + user) built b
 ``embodied_r.methods.embodied_r.prompts.build_reasoner_messages`` — the official Embodied-R text by default —
 so GRPO training and evaluation see exactly the same prompt for a question. Questions without a
 perception record are listed and skipped, never given an empty video description.
+
+``--input keyframes`` builds the rows of the paper's other arm instead (a vision-language model reading the
+key frames themselves, ``methods.embodied_r.keyframe_rows``): the same questions, ids, answers and
+metadata, with each key frame as an image after its frame line, at most ``--max-frames`` frames (the
+latest) of at most ``--max-pixels`` pixels each, written beside the rows in ``<out stem>.frames/``.
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ from typing import Any
 
 HELP = "build reasoner prompt rows (official Embodied-R format) from questions and perception"
 DESCRIPTION = ("Join questions with their perception records and write one prompt row per question (JSON Lines) "
-               "for `embodied-r train` and `embodied-r eval`.")
+               "for `embodied-r train` and `embodied-r eval`: frame descriptions for the reasoner (the cascade), or "
+               "with --input keyframes the key frames themselves as images for a vision-language policy (the "
+               "paper's VLM arm), for the same questions.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from embodied_r.methods.embodied_r.keyframe_images import DEFAULT_MAX_FRAMES, DEFAULT_MAX_PIXELS, PIXEL_MULTIPLE
     from embodied_r.methods.embodied_r.prompts import TEMPLATES
 
     parser.add_argument("--qa", required=True, help="questions (QARecord .jsonl)")
@@ -26,6 +34,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="reasoner prompt template (default: %(default)s, the official words with whitespace "
                              "normalised; official: the official bytes, including the source's question text; "
                              "compact-v1: the same frame lines under a short instruction, for CPU training)")
+    parser.add_argument("--input", default="text", choices=["text", "keyframes"],
+                        help="text: frame descriptions for the reasoner (the cascade, default); keyframes: the key "
+                             "frames as images after their frame lines, for a vision-language policy (the paper's "
+                             "VLM arm), same questions and ids")
+    frames = parser.add_argument_group("key frames (--input keyframes)")
+    frames.add_argument("--keyframes", default=None, metavar="DIR",
+                        help="key frames from `embodied-r keyframes --save-images` (the folder perception read)")
+    frames.add_argument("--max-frames", type=int, default=DEFAULT_MAX_FRAMES,
+                        help="at most this many key frames a row, the latest (default: %(default)s, the paper's "
+                             "clamp)")
+    frames.add_argument("--max-pixels", type=int, default=DEFAULT_MAX_PIXELS,
+                        help="pixel budget of each frame; frames are resized to fit it, both sides multiples of "
+                             "--pixel-multiple (default: %(default)s = 256 Qwen2.5-VL tokens a frame)")
+    frames.add_argument("--pixel-multiple", type=int, default=PIXEL_MULTIPLE,
+                        help="frame sides are multiples of this (default: %(default)s, Qwen2.5-VL's 14-pixel "
+                             "patches merged 2 x 2)")
 
 
 def split_invalid_answers(rows: list[Any]) -> tuple[list[Any], list[str]]:
@@ -44,12 +68,13 @@ def split_invalid_answers(rows: list[Any]) -> tuple[list[Any], list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from embodied_r.cli.common import console
+    from embodied_r.cli.common import CLIError, console
     from embodied_r.core.io import DataFileError, iter_jsonl, write_jsonl
     from embodied_r.core.records import Perception
     from embodied_r.methods.embodied_r.perception.prompt_rows import build_rows
     from embodied_r.methods.embodied_r.perception.runner import load_questions
 
+    budget = keyframe_budget(args, CLIError)  # a budget that leaves no frame fails before anything is read
     questions = load_questions(args.qa)
     if not questions:
         raise DataFileError(f"{args.qa}: holds no questions")
@@ -66,7 +91,15 @@ def run(args: argparse.Namespace) -> int:
         raise DataFileError(
             f"{args.perception}: holds no perception records; run `embodied-r perceive` first"
         )
-    rows, missing = build_rows(questions, perceptions, args.prompt_version)
+    if budget is not None:
+        from pathlib import Path
+
+        from embodied_r.methods.embodied_r.keyframe_rows import build_keyframe_rows
+
+        rows, missing = build_keyframe_rows(questions, perceptions, Path(args.keyframes), Path(args.out),
+                                            args.prompt_version, budget)
+    else:
+        rows, missing = build_rows(questions, perceptions, args.prompt_version)
     rows, invalid = split_invalid_answers(rows)
     if not rows:
         raise DataFileError(
@@ -75,7 +108,13 @@ def run(args: argparse.Namespace) -> int:
         )
     write_jsonl(args.out, [row.to_dict() for row in rows])
     out = console()
-    out.print(f"wrote {len(rows)} prompt row(s) ({args.prompt_version}) to {args.out}", markup=False)
+    out.print(f"wrote {len(rows)} prompt row(s) ({args.prompt_version}, {args.input}) to {args.out}", markup=False)
+    if budget is not None:
+        shown = [row.meta["keyframes"]["shown"] for row in rows]
+        cut = sum(1 for row in rows if row.meta["keyframes"]["dropped_oldest"])
+        out.print(f"key frames: {min(shown)}-{max(shown)} a row (at most {budget.max_frames}, of at most "
+                  f"{budget.max_pixels} pixels each); {cut} row(s) lost their oldest frames to --max-frames "
+                  "(meta.keyframes.dropped_oldest)", markup=False)
     if superseded:
         out.print(f"{args.perception} holds {superseded} repeated record(s) for a question; the last "
                   "record of each question was used", markup=False)
@@ -87,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
         shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
         out.print(f"skipped {len(missing)} question(s) without perception: {shown}; run `embodied-r perceive` "
                   "for them first", markup=False)
+    if budget is not None:
+        return 0  # the frame descriptions below are not part of key-frame rows
     runaway = [row.id for row in rows if row.meta["perception"]["runaway"]]
     if runaway:
         shown = ", ".join(runaway[:10]) + (" ..." if len(runaway) > 10 else "")
@@ -97,3 +138,19 @@ def run(args: argparse.Namespace) -> int:
     if leaked:
         out.print(f"{leaked} row(s) come from perception flagged for answer leakage (meta.perception.leaked)")
     return 0
+
+
+def keyframe_budget(args: argparse.Namespace, error: type[Exception]) -> Any:
+    """The frame budget for ``--input keyframes`` (None for text rows); bad values are ``error``s."""
+    from embodied_r.methods.embodied_r.keyframe_images import KeyframeBudget, KeyframeBudgetError
+
+    if args.input != "keyframes":
+        if args.keyframes:
+            raise error("--keyframes is read by --input keyframes only; add it, or leave --keyframes out for text rows")
+        return None
+    if not args.keyframes:
+        raise error("--input keyframes needs --keyframes DIR (the folder `embodied-r keyframes --save-images` wrote)")
+    try:
+        return KeyframeBudget(args.max_frames, args.max_pixels, args.pixel_multiple)
+    except KeyframeBudgetError as exc:
+        raise error(str(exc)) from None

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from embodied_r.evaluation.settings import EvalSettings
 
 HELP = "evaluate a reasoning model: batched greedy generation, per-task accuracy, resumable"
 DESCRIPTION = ("Evaluate a reasoning model on prompt rows (.jsonl from build-prompts), an official Embodied-R "
@@ -14,7 +17,7 @@ DESCRIPTION = ("Evaluate a reasoning model on prompt rows (.jsonl from build-pro
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from embodied_r.cli.common import add_generation_arguments
     from embodied_r.core.scoring import ACCURACY_RULES, DEFAULT_ACCURACY_RULE
-    from embodied_r.methods.embodied_r.prompts import TEMPLATES
+    from embodied_r.methods import EMBODIED_R
 
     parser.add_argument("--data", required=True, metavar="SPEC",
                         help="prompt-row .jsonl, official processed .json, or NAME:PATH with NAME one of urbanvideo, "
@@ -33,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(prompts.jsonl); auto = what the rows hold, image or text to insist (default: %(default)s)")
     parser.add_argument("--engine", default="auto", choices=["auto", "transformers", "vllm"],
                         help="generation engine; auto = vLLM when installed with a GPU (default: %(default)s)")
-    parser.add_argument("--prompt-version", default=None, choices=sorted(TEMPLATES),
+    parser.add_argument("--prompt-version", default=None, choices=sorted(EMBODIED_R.prompt_versions),
                         help="reasoner prompt template: for loader specs (default official-v1) and the system "
                              "prompt of an official processed .json (default official: the official bytes)")
     parser.add_argument("--completion-prefix", default="", metavar="TEXT",
@@ -139,7 +142,7 @@ def perception_source(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from embodied_r.cli.common import CLIError, check_generation_arguments, console, context_policy
+    from embodied_r.cli.common import CLIError, check_generation_arguments, console
     from embodied_r.evaluation.runner import run_eval
 
     from_recipe = apply_recipe(args)
@@ -154,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError(f"--judge-probe-cases must be at least 16, got {args.judge_probe_cases}")
     if args.judge_probe_cases is not None and not args.judge:
         raise CLIError("--judge-probe-cases sets the probe of the consistency judge: give --judge too")
-    perception = perception_source(args)
+    settings = eval_settings(args, tuple(baselines), from_recipe)
     if from_recipe:
         console().print(f"from recipe {args.recipe}: " + ", ".join(f"{k} {v!r}" for k, v in from_recipe.items()),
                         markup=False)
@@ -165,19 +168,38 @@ def run(args: argparse.Namespace) -> int:
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        metrics = run_eval(args.data, args.model, args.out, limit=args.limit, batch_size=args.batch_size,
-                           max_new_tokens=args.max_new_tokens, dtype=args.dtype, progress=progress,
-                           perception=perception, engine=args.engine, prompt_version=args.prompt_version,
-                           baselines=baselines, judge=args.judge, judge_model=args.judge_model,
-                           report=not args.no_report, completion_prefix=args.completion_prefix,
-                           judge_sees_letters=args.judge_sees_letters, judge_scoring=args.judge_scoring,
-                           judge_probe_cases=args.judge_probe_cases,
-                           context=context_policy(args), prompt_input=args.input, shard=parse_shard(args.shard),
-                           prior_data=args.prior_from, accuracy_rule=args.accuracy_rule,
-                           settings_from_recipe=(
-                               {"recipe": str(args.recipe), **from_recipe} if args.recipe else None))
+        metrics = run_eval(args.data, args.model, args.out, settings, progress=progress)
     print_metrics(metrics)
     return 0
+
+
+def eval_settings(args: argparse.Namespace, baselines: tuple[str, ...], from_recipe: dict[str, Any]) -> EvalSettings:
+    """The ``EvalSettings`` the flags describe (after ``apply_recipe``); a value it refuses is a CLIError."""
+    from embodied_r.cli.common import CLIError, context_policy
+    from embodied_r.evaluation.settings import (
+        BaselineSettings,
+        EvalSettings,
+        EvalSettingsError,
+        GenerationSettings,
+        JudgeSettings,
+    )
+
+    perception = perception_source(args)
+    shard = parse_shard(args.shard)
+    try:
+        return EvalSettings(
+            limit=args.limit, shard=shard, prompt_input=args.input,
+            perception=perception, accuracy_rule=args.accuracy_rule, report=not args.no_report,
+            generation=GenerationSettings(
+                batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, dtype=args.dtype,
+                engine=args.engine, prompt_version=args.prompt_version, completion_prefix=args.completion_prefix,
+                context=context_policy(args),
+                from_recipe={"recipe": str(args.recipe), **from_recipe} if args.recipe else None),
+            baselines=BaselineSettings(names=baselines, prior_data=args.prior_from),
+            judge=JudgeSettings(spec=args.judge, model=args.judge_model, sees_letters=args.judge_sees_letters,
+                                scoring=args.judge_scoring, probe_cases=args.judge_probe_cases))
+    except EvalSettingsError as exc:
+        raise CLIError(str(exc)) from None
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:

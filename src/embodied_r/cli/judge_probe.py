@@ -38,13 +38,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-basis", default=None, metavar="T|calibrate",
                         help="option-text judge: answer none when no option's calibrated score reaches T; "
                         "`calibrate` picks T on probe cases from --calibration-data (default: --data with "
-                        "another seed) and reports it, for `reference_model: {model: NAME, no_basis: T}`")
+                        "another seed) and reports it, for `judge: {model: {model: NAME, no_basis: T}}`")
     parser.add_argument("--calibration-data", default=None, metavar="SPEC",
                         help="rows to calibrate --no-basis on (best: other questions than --data)")
     parser.add_argument("--consistency-rule", choices=("judge", "shuffled-options"), default="judge",
                         help="judge: the judge reads the reasoning as the reward's judge does (default); "
                         "shuffled-options: it re-reads it with the options shuffled and relabelled, and its pick "
-                        "is mapped back by option text (`consistency_rule: shuffled-options`)")
+                        "is mapped back by option text (`judge.rule: shuffled-options`)")
     parser.add_argument("--refusal", action="store_true",
                         help="letter judge or endpoint: offer none as a reply (`refusal: true` in a recipe)")
     parser.add_argument("--min-agreement", type=float, default=0.8,
@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _no_basis(value: str | None, judge: str) -> float | str | None:
     """``--no-basis`` as a number or ``calibrate``; refused for judges without option-text scores."""
     from embodied_r.cli.common import CLIError
-    from embodied_r.inference.reference_judges import REFERENCE_JUDGES
+    from embodied_r.judge.reference_judges import REFERENCE_JUDGES
 
     if value is None:
         return None
@@ -89,8 +89,8 @@ def run(args: argparse.Namespace) -> int:
     from embodied_r.cli.common import CLIError, console, print_table
     from embodied_r.core.io import atomic_write_json
     from embodied_r.evaluation.runner import load_eval_rows
-    from embodied_r.inference.judge_probe import KINDS, ProbeError, build_probe_cases, calibrate_no_basis, run_probe
-    from embodied_r.inference.judges import JudgeError, build_judge
+    from embodied_r.judge.judges import JudgeError, build_judge
+    from embodied_r.judge.probe import KINDS, ProbeError, build_probe_cases, calibrate_no_basis, run_probe
 
     if args.cases < 16:
         raise CLIError(f"--cases must be at least 16, got {args.cases}")
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
             console().print(f"no-basis threshold {threshold:.4f}, calibrated on {len(calibration_cases)} cases "
                             f"of {calibration['data']} (seed {args.seed + 1})", markup=False)
         if args.consistency_rule == "shuffled-options":
-            from embodied_r.inference.shuffled_options import ShuffledOptionsJudge
+            from embodied_r.judge.shuffled_options import ShuffledOptionsJudge
 
             judge = ShuffledOptionsJudge(judge)
         result = run_probe(judge, cases, min_agreement=args.min_agreement, max_letter_share=args.max_letter_share)

@@ -7,7 +7,7 @@ import argparse
 HELP = "train the reasoner with GRPO (format / accuracy / consistency rewards, staged weights)"
 DESCRIPTION = ("Train a small LM with GRPO (TRL) on prompt rows. Recipe keys are TRL GRPOConfig fields "
                "(output_dir, max_steps, num_generations, learning_rate, ...) plus model, train_data, eval_data, "
-               "rewards, reward_schedule, reference_model, lora, eval_every_steps. See docs/training.md.")
+               "rewards, reward_schedule, judge, lora, eval_every_steps. See docs/training.md.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
 
-    from embodied_r.inference.judges import JudgeError
+    from embodied_r.judge.judges import JudgeError
     from embodied_r.training.grpo import train, warm_up_only
 
     if args.warmup_only:

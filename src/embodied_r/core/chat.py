@@ -26,7 +26,8 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, Sequence) and completion and isinstance(completion[-1], Mapping):
         content = completion[-1].get("content", "")
         if isinstance(content, list):  # multimodal content parts
-            return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+            # Image parts carry no text (a data set may store theirs as None): only text is joined.
+            return "".join(str(part.get("text") or "") for part in content if isinstance(part, Mapping))
         return str(content)
     if isinstance(completion, Mapping):
         return str(completion.get("content", ""))

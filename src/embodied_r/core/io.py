@@ -118,9 +118,14 @@ def write_jsonl(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) ->
 
 
 class JsonlAppender:
-    """Append-only JSON Lines writer for resumable stages.
+    """Append-only JSON Lines writer for resumable stages: a rerun reads which keys are done and appends
+    the rest.
 
-    >>> # appender = JsonlAppender("out/predictions.jsonl"); done = appender.done_keys("id")
+    >>> import tempfile
+    >>> appender = JsonlAppender(Path(tempfile.mkdtemp()) / "predictions.jsonl")
+    >>> appender.extend([{"id": "q1", "score": 1.0}, {"id": "q2", "score": 0.0}])
+    >>> sorted(appender.done_keys("id"))
+    ['q1', 'q2']
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:

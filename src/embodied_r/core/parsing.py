@@ -58,7 +58,7 @@ _NUMBER_WORD_RE = re.compile(
 # ("two hundred and thirteen", "twenty-one").
 _NEXT_NUMBER_WORD_RE = re.compile(r"(?:\s+|\s*-\s*)(?:and\s+)?([a-z]+)\b", re.IGNORECASE)
 
-# A judge's answer for reasoning that leads to no option (inference.judges, the consistency reward).
+# A judge's answer for reasoning that leads to no option (judge.judges, the consistency reward).
 NO_OPTION = "none"
 
 

@@ -71,22 +71,27 @@ def blind_baseline(rows: Sequence[PromptRow], out: Path, engine_factory: Callabl
                    max_new_tokens: int | None, completion_prefix: str, context: Any) -> dict[str, Any]:
     """The model on the questions without their frame descriptions, into ``out/baselines/blind.jsonl``."""
     from embodied_r.core.chat import has_image
+    from embodied_r.core.keyframe_chat import is_keyframe_chat
+    from embodied_r.evaluation.baselines import keyframe_blind_rows
     from embodied_r.evaluation.predict import generate_resumable, prediction_context
 
     if max_new_tokens is None:
         raise ValueError("the blind baseline needs the model's max_new_tokens: it must generate as the model did")
     images = sum(1 for row in rows if has_image(row))
-    if images:
+    keyframe_rows = sum(1 for row in rows if is_keyframe_chat(row.prompt))
+    if images and keyframe_rows != len(rows):
         return not_run("blind", f"{images} image row(s): their video is in the images, not in frame lines that "
                                 "could be removed; not run on image rows")
-    blind = blind_rows(rows)
+    # Key-frame rows (the VLM arm) lose their frames, lines and images together; text rows their descriptions.
+    blind = keyframe_blind_rows(rows) if keyframe_rows else blind_rows(rows)
     # Same budget and completion prefix as the model's own pass (runner.run_eval): only the prompt differs.
     predictions, _, _ = generate_resumable(engine_factory, blind, out / "baselines" / "blind.jsonl", batch_size,
                                            max_new_tokens, completion_prefix=completion_prefix, context=context)
     untouched = [row.id for row in blind if not row.meta.get("blind_removed_frames")]
     table = task_table(predictions)
     table.update({"name": "blind", "status": "ok",
-                  "note": "the model answering without the video description (frame lines removed)",
+                  "note": "the model answering without the video (key frames and their lines removed)" if keyframe_rows
+                  else "the model answering without the video description (frame lines removed)",
                   "max_new_tokens": max_new_tokens, "completion_prefix": completion_prefix,
                   "n_no_video_text": len(untouched), "no_video_text_ids": untouched[:20],
                   "context": prediction_context(predictions, context)})
@@ -137,8 +142,8 @@ def run_consistency(spec: str | None, judge_model: str | None, model_name: str, 
     probe's default when None) and identity flags, or why it was not measured."""
     if not spec:
         return {"status": "not run", "reason": "no --judge given"}
-    from embodied_r.evaluation.judge import consistency_summary, judge_predictions, make_judge
-    from embodied_r.evaluation.judge_identity import judge_flags
+    from embodied_r.judge.identity import judge_flags
+    from embodied_r.judge.rate import consistency_summary, judge_predictions, make_judge
 
     try:
         judge = make_judge(spec, model_name, judge_model=judge_model, dtype=dtype, sees_letters=sees_letters,
@@ -162,7 +167,7 @@ def run_consistency(spec: str | None, judge_model: str | None, model_name: str, 
 def probe_for_eval(judge: Any, rows: Sequence[PromptRow], out: Path, cases: int | None = None) -> dict[str, Any]:
     """The judge probe on the evaluated questions (reused from ``out/judge_probe.json`` when the judge
     and the number of cases are the same), or why it could not run."""
-    from embodied_r.inference.judge_probe import DEFAULT_CASES, ProbeError, probe_fingerprint, probe_record
+    from embodied_r.judge.probe import DEFAULT_CASES, ProbeError, probe_fingerprint, probe_record
 
     cases = cases or DEFAULT_CASES
     # The default adds nothing to the fingerprint, so a probe saved without a case count is reused.

@@ -141,6 +141,21 @@ def blind_rows(rows: Sequence[PromptRow]) -> list[PromptRow]:
     return out
 
 
+def keyframe_blind_rows(rows: Sequence[PromptRow]) -> list[PromptRow]:
+    """Key-frame rows (the VLM arm) with every key frame removed, its frame line and its image: the same
+    question, asked of the same vision-language model without the video. ``meta["blind_removed_frames"]``
+    as for text rows."""
+    from embodied_r.core.keyframe_chat import keyframe_count, without_oldest_keyframes
+
+    out = []
+    for row in rows:
+        count = keyframe_count(row.prompt)
+        out.append(PromptRow(id=row.id, task=row.task, prompt=without_oldest_keyframes(row.prompt, count),
+                             answer=row.answer, answer_type=row.answer_type, options=row.options,
+                             meta={**row.meta, "baseline": "blind", "blind_removed_frames": count}))
+    return out
+
+
 def not_run(name: str, reason: str) -> dict[str, Any]:
     return {"name": name, "status": "not run", "reason": reason, "tasks": {}, "overall": {}}
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r.core.chat import Messages
+from embodied_r.core.image_files import image_size, resolve_image
 from embodied_r.core.io import DataFileError
 
 
@@ -20,16 +21,6 @@ def image_parts(messages: Messages) -> Iterator[dict[str, Any]]:
         content = message.get("content")
         if isinstance(content, list):
             yield from (part for part in content if isinstance(part, dict) and part.get("type") == "image")
-
-
-def resolve_image(value: Any, image_dir: Path | None) -> Path:
-    """The file an image part names: absolute as given, relative to ``image_dir`` (the data file's folder)."""
-    path = Path(str(value))
-    full = path if path.is_absolute() or image_dir is None else image_dir / path
-    if not full.is_file():
-        raise DataFileError(f"image {full} not found; image paths in prompt rows are relative to the data file's "
-                            "folder (regenerate the dataset, or keep prompts_vl.jsonl beside its images/)")
-    return full
 
 
 def load_images(messages: Messages, image_dir: Path | None) -> list[Any]:
@@ -42,8 +33,13 @@ def load_images(messages: Messages, image_dir: Path | None) -> list[Any]:
         if isinstance(value, Image.Image):
             images.append(value.convert("RGB"))
             continue
-        with Image.open(resolve_image(value, image_dir)) as image:
-            images.append(image.convert("RGB"))
+        path = resolve_image(value, image_dir)
+        image_size(path)  # a file that is not an image fails here, naming it
+        try:
+            with Image.open(path) as image:
+                images.append(image.convert("RGB"))
+        except OSError as exc:  # a header that reads but pixels that do not (a truncated JPEG)
+            raise DataFileError(f"{path} is not a readable image ({exc})") from exc
     return images
 
 

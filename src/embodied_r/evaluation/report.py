@@ -4,7 +4,9 @@ Inputs are folders. An *eval run* holds ``metrics.json`` (+ ``predictions.jsonl`
 eval``; a *training run* holds ``metrics.jsonl`` (one logged dict per step, from the trainer's
 callback) and/or ``checkpoint-*/trainer_state.json`` (TRL's ``log_history``), plus ``eval.jsonl``.
 Plots: per-task scores of the model and its baselines, all eval runs side by side (before/after when
-two are given), the letter distributions (position bias), and training curves. The HTML references
+two are given), the letter distributions (position bias), and training curves. Given an eval run of
+each arm (text rows: the cascade; image rows: a VLM on the key frames), the two are compared per task
+type on their shared questions (``evaluation.arms``). The HTML references
 the PNGs by relative path and embeds no scripts, so the folder opens offline anywhere.
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 
 from embodied_r.core.intervals import format_interval, format_p, prediction_difference
 from embodied_r.core.io import DataFileError, atomic_write_json, atomic_write_text, read_json, read_jsonl
+from embodied_r.evaluation.arms import arms_html, arms_summary
 
 logger = logging.getLogger(__name__)
 SAMPLES_PER_KIND = 3
@@ -227,6 +230,9 @@ def build_report(folders: Sequence[str | Path], out: str | Path) -> dict[str, An
                "training": [{"name": r["name"], "folder": r["folder"], "steps": len(r["history"]),
                              "last": r["history"][-1] if r["history"] else None, "eval": r["eval"]} for r in trainings],
                "images": [name for _, name in images]}
+    arms = arms_summary(evals)  # the cascade and the VLM arm side by side, when both were evaluated
+    if arms is not None:
+        summary["arms"] = arms
     own_folder = len(evals) == 1 and not trainings and Path(evals[0]["folder"]).resolve() == out.resolve()
     if not own_folder:
         atomic_write_json(out / "metrics.json", summary)
@@ -405,6 +411,7 @@ def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], ta
                      "points per question, as its interval shows.</p>" + _table(headers, rows))
         if len(evals) > 1 or any((Path(r["folder"]) / "baselines" / "blind.jsonl").is_file() for r in evals):
             parts.append(_differences_section(evals))
+        parts.append(arms_html(arms_summary(evals)))
         parts.append(_reference_section(evals))
         main = evals[-1]["metrics"]
         baseline_rows = [[name, b.get("status"), b.get("overall", {}).get("micro"), b.get("overall", {}).get("macro"),
@@ -446,7 +453,7 @@ def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], ta
         if probe_path.is_file():
             probe = read_json(probe_path)
             verdict = "passed" if probe.get("passed") else "FAILED"
-            extra = (" The run went on with allow_weak_judge: its consistency reward does not measure consistency."
+            extra = (" The run went on with judge.allow_weak: its consistency reward does not measure consistency."
                      if probe.get("allowed_weak") else "")
             parts.append(f"<p class='note'>Consistency reward's judge probe: <b>{verdict}</b>. "
                          f"{html.escape(str(probe.get('message', '')))}{extra}</p>")

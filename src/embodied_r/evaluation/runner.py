@@ -19,10 +19,10 @@ from typing import Any
 
 from embodied_r.core.io import DataFileError, JsonlAppender, atomic_write_json, claimed_folder, read_json, read_jsonl
 from embodied_r.core.records import PromptRow
-from embodied_r.core.scoring import DEFAULT_ACCURACY_RULE, check_accuracy_rule
 from embodied_r.evaluation.benchmarks.common import LoadReport
 from embodied_r.evaluation.benchmarks.registry import parse_spec
 from embodied_r.evaluation.predict import generate_resumable, prediction_context
+from embodied_r.evaluation.settings import EvalSettings
 from embodied_r.inference.context_policy import ContextPolicy
 
 logger = logging.getLogger(__name__)
@@ -42,75 +42,57 @@ def load_eval_rows(data: str | Path, prompt_version: str | None = None,
     return load_inputs(data, prompt_version=prompt_version, perception=perception, out_dir=out_dir)
 
 
-def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int | None = None,
-             batch_size: int = 8, max_new_tokens: int = 256, dtype: str = "auto",
-             progress: Callable[[int, int], None] | None = None, *, perception: Any = None,
-             engine: str = "auto", prompt_version: str | None = None, baselines: Sequence[str] = ("random", "prior"),
-             direct_max_new_tokens: int = 16, judge: str | None = None, judge_model: str | None = None,
-             report: bool = True, completion_prefix: str = "", judge_sees_letters: bool = False,
-             judge_scoring: str | None = None, judge_probe_cases: int | None = None,
-             context: ContextPolicy | None = None,
-             settings_from_recipe: dict[str, Any] | None = None, prompt_input: str = "auto",
-             shard: tuple[int, int] | None = None, prior_data: str | Path | None = None,
-             accuracy_rule: str = DEFAULT_ACCURACY_RULE) -> dict[str, Any]:
+def run_eval(data: str | Path, model_name: str, out_dir: str | Path, settings: EvalSettings | None = None,
+             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Evaluate ``model_name`` on ``data``; write predictions.jsonl, metrics.json (and report.html) into ``out_dir``.
 
-    ``baselines`` may name ``random``, ``prior``, ``direct``, ``vlm_only``, ``blind`` and ``text-rule``;
-    ``judge`` (``policy``, a model, or an endpoint URL) turns on the logical-consistency rate, with the judge's
-    probe; pass a judge other than the training reward's, or the rate is flagged as circular.
-    ``completion_prefix`` prefills the reasoner's assistant turn (use the training recipe's value); of the
-    baselines only ``blind`` gets it (with the same ``max_new_tokens``: it is the model's own pass without
-    the frame descriptions). ``context``
-    is the policy for prompts that do not fit the model (default: drop the oldest frames); what it did
-    is recorded per prediction and counted in ``metrics.json``'s ``context``. ``settings_from_recipe``
-    (what ``eval --recipe`` took from a training recipe) is recorded under ``generation``.
-    ``prompt_input`` (``auto`` | ``image`` | ``text``) says which rows are expected: ``auto`` takes what the
-    rows hold; image rows are answered by a vision-language model (``evaluation.vl_generation``), and the
-    input used is recorded as ``input``.
+    ``settings`` (default: ``EvalSettings()``) says how; see ``evaluation.settings``. Baselines may be
+    ``random``, ``prior``, ``direct``, ``vlm_only``, ``blind`` and ``text-rule``; of them only ``blind``
+    gets the completion prefix (with the same ``max_new_tokens``: it is the model's own pass without the
+    frame descriptions). A judge turns on the logical-consistency rate, with the judge's probe. What the
+    context policy did is recorded per prediction and counted in ``metrics.json``'s ``context``; the
+    settings a recipe gave are recorded under ``generation``. Image rows are answered by a
+    vision-language model (``evaluation.vl_generation``), and the input used is recorded as ``input``.
 
-    ``shard=(i, n)`` evaluates every n-th question from the i-th into ``out_dir/shard-i-of-n`` (one process
-    or GPU per shard); a later run without ``shard`` on the same ``out_dir`` merges the shards'
-    predictions (same model, data and settings, checked) and generates only what none of them holds.
-    ``prior_data`` (a prompt-row file, e.g. the training split) is what the letter-prior baseline is fit
-    on; without it the prior is fit leave-one-out on the evaluated questions.
-    ``accuracy_rule`` (``core.scoring.ACCURACY_RULES``) is how choices are read: ``official`` rescores the
-    reasoner's answers as Embodied-R's released reward read them (``evaluation.accuracy_rule``).
+    With a ``shard`` the run writes into ``out_dir/shard-i-of-n`` (one process or GPU per shard); a later
+    run without ``shard`` on the same ``out_dir`` merges the shards' predictions (same model, data and
+    settings, checked) and generates only what none of them holds. The accuracy rule ``official``
+    rescores the reasoner's answers as Embodied-R's released reward read them
+    (``evaluation.accuracy_rule``).
     """
-    check_accuracy_rule(accuracy_rule, "--accuracy-rule")  # before anything loads
-    context = context or ContextPolicy()
+    settings = settings or EvalSettings()  # its values were checked when it was built: before anything loads
+    gen, base, judge = settings.generation, settings.baselines, settings.judge
+    context = gen.context
     started = time.perf_counter()
     out = Path(out_dir)
-    if shard is not None:
-        index, count = shard
-        if count < 1 or not 0 <= index < count:
-            raise DataFileError(f"--shard {index}/{count}: expected I/N with 0 <= I < N")
-        out = out / shard_folder_name(index, count)
+    if settings.shard is not None:
+        out = out / shard_folder_name(*settings.shard)
     if out.exists() and not out.is_dir():
         raise DataFileError(f"--out {out}: is a file; give a folder for predictions.jsonl and metrics.json")
     from embodied_r.evaluation.analysis import assemble_metrics, run_baselines, run_consistency
 
     with claimed_folder(out):  # one writer per folder; a run that fails before writing leaves none behind
-        rows, load_report = load_eval_rows(data, prompt_version=prompt_version, perception=perception,
+        rows, load_report = load_eval_rows(data, prompt_version=gen.prompt_version, perception=settings.perception,
                                            out_dir=out)
         from embodied_r.evaluation.inputs import resolve_input
 
-        used_input = resolve_input(rows, prompt_input, data)
+        used_input = resolve_input(rows, settings.prompt_input, data)
         if used_input == "image":
             from embodied_r.evaluation.vl_generation import require_vision_model
 
             require_vision_model(model_name)  # a text model would read the text and never see the image
-        if limit is not None:
-            rows = rows[:limit]
-        if shard is not None:
-            rows = rows[shard[0]::shard[1]]
+        if settings.limit is not None:
+            rows = rows[:settings.limit]
+        if settings.shard is not None:
+            rows = rows[settings.shard[0]::settings.shard[1]]
         if not rows:
             if load_report.skipped:
                 raise DataFileError(f"{data}: no usable questions ({len(load_report.skipped)} skipped: "
                                     f"{load_report.reason_counts()})")
             raise DataFileError(f"{data}: holds no questions")
-        write_stamp = _check_same_run(out, data, model_name, completion_prefix, context)
-        if shard is None:
-            merge_shards(out, rows, data, model_name, completion_prefix, context)
+        write_stamp = _check_same_run(out, data, model_name, gen.completion_prefix, context)
+        if settings.shard is None:
+            merge_shards(out, rows, data, model_name, gen.completion_prefix, context)
         cache: dict[str, Any] = {}
 
         def engine_factory() -> Any:
@@ -119,56 +101,58 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, limit: int 
                     from embodied_r.evaluation.vl_generation import make_vl_engine
 
                     # Image paths in the rows are relative to the data file's folder.
-                    cache["engine"] = make_vl_engine(model_name, engine=engine, dtype=dtype,
+                    cache["engine"] = make_vl_engine(model_name, engine=gen.engine, dtype=gen.dtype,
                                                      image_dir=Path(parse_spec(str(data)).path).parent)
                 else:
                     from embodied_r.inference.generation import make_engine
 
-                    cache["engine"] = make_engine(model_name, engine=engine, dtype=dtype)
+                    cache["engine"] = make_engine(model_name, engine=gen.engine, dtype=gen.dtype)
                 write_stamp()  # only a model that loads claims the folder (a typo leaves it free)
             return cache["engine"]
 
         predictions, generated, duplicates = generate_resumable(
-            engine_factory, rows, out / "predictions.jsonl", batch_size, max_new_tokens, progress,
-            completion_prefix=completion_prefix, context=context)
+            engine_factory, rows, out / "predictions.jsonl", gen.batch_size, gen.max_new_tokens, progress,
+            completion_prefix=gen.completion_prefix, context=context)
         text_only = {"direct"} if used_input == "image" else set()  # its prompt is rebuilt from text
-        prior_rows = load_eval_rows(prior_data)[0] if prior_data is not None and "prior" in baselines else None
-        baseline_tables = run_baselines([b for b in baselines if b not in text_only], rows, out, engine_factory,
-                                        batch_size, direct_max_new_tokens, perception, context=context,
-                                        prior_rows=prior_rows, max_new_tokens=max_new_tokens,
-                                        completion_prefix=completion_prefix)
+        prior_rows = (load_eval_rows(base.prior_data)[0]
+                      if base.prior_data is not None and "prior" in base.names else None)
+        baseline_tables = run_baselines([b for b in base.names if b not in text_only], rows, out, engine_factory,
+                                        gen.batch_size, base.direct_max_new_tokens, settings.perception,
+                                        context=context, prior_rows=prior_rows, max_new_tokens=gen.max_new_tokens,
+                                        completion_prefix=gen.completion_prefix)
         if prior_rows is not None:
-            baseline_tables["prior"]["fit_on"] = f"{prior_data} ({len(prior_rows)} questions)"
+            baseline_tables["prior"]["fit_on"] = f"{base.prior_data} ({len(prior_rows)} questions)"
         from embodied_r.evaluation.accuracy_rule import apply_accuracy_rule
 
-        predictions = apply_accuracy_rule(out, rows, accuracy_rule, predictions, baseline_tables)
-        if text_only & set(baselines):
+        predictions = apply_accuracy_rule(out, rows, settings.accuracy_rule, predictions, baseline_tables)
+        if text_only & set(base.names):
             from embodied_r.evaluation.baselines import not_run
 
             baseline_tables["direct"] = not_run("direct", "the direct-answer prompt is rebuilt as text, which would "
                                                 "leave the image out; not run on image rows")
-        consistency = run_consistency(judge, judge_model, model_name, dtype, rows, predictions, out,
-                                      sees_letters=judge_sees_letters, scoring=judge_scoring,
-                                      probe_cases=judge_probe_cases)
+        consistency = run_consistency(judge.spec, judge.model, model_name, gen.dtype, rows, predictions, out,
+                                      sees_letters=judge.sees_letters, scoring=judge.scoring,
+                                      probe_cases=judge.probe_cases)
         engine_name = cache["engine"].name if "engine" in cache else None
         metrics = assemble_metrics(predictions, rows, baseline_tables, consistency, load_report)
         metrics.update({
             "model": model_name, "data": str(data), "input": used_input, "n_questions": len(rows),
-            "accuracy_rule": accuracy_rule,
+            "accuracy_rule": settings.accuracy_rule,
             "duplicate_predictions_ignored": duplicates,
             "context": prediction_context(predictions, context),
             "generated_this_run": generated, "resumed": len(rows) - generated,
             "skipped": load_report.skipped, "n_skipped": len(load_report.skipped),
-            "generation": {"do_sample": False, "max_new_tokens": max_new_tokens, "batch_size": batch_size,
-                           "engine": engine_name or engine, "input": used_input,
-                           "prompt_version": prompt_version or rows[0].meta.get("prompt_version"),
-                           "completion_prefix": completion_prefix, "from_recipe": settings_from_recipe},
-            "perception": perception.describe() if perception is not None and perception.given else None,
+            "generation": {"do_sample": False, "max_new_tokens": gen.max_new_tokens, "batch_size": gen.batch_size,
+                           "engine": engine_name or gen.engine, "input": used_input,
+                           "prompt_version": gen.prompt_version or rows[0].meta.get("prompt_version"),
+                           "completion_prefix": gen.completion_prefix, "from_recipe": gen.from_recipe},
+            "perception": (settings.perception.describe()
+                           if settings.perception is not None and settings.perception.given else None),
             "wall_time_s": round(time.perf_counter() - started, 2),
         })
         write_stamp()
         atomic_write_json(out / "metrics.json", metrics)
-        if report:
+        if settings.report:
             from embodied_r.evaluation.report import build_report
 
             build_report([out], out)

@@ -10,9 +10,11 @@ user content, with PATH relative to the data file's folder (``image_dir`` here).
 - ``evaluation.vl_endpoint.EndpointVLEngine`` for an ``http(s)://`` model, images sent as data URLs.
 
 The context policy is applied as for text rows, with the prompt measured by the processor (image
-tokens included). An over-long image prompt can be skipped (``skip``, or ``drop-frames`` when it has no
-frame descriptions: the documented fallback), and the skip is recorded; the token-cutting rules would
-cut image tokens, so they raise a ``ContextError`` instead of cutting.
+tokens included). Key-frame prompts (Embodied-R's VLM arm) are measured from their image sizes and lose
+their oldest key frames first under ``drop-frames``, keeping at least the latest one
+(``inference.image_context``). Another over-long image prompt can be skipped (``skip``, or ``drop-frames``
+when it has no frame descriptions: the documented fallback), and the skip is recorded; the token-cutting
+rules would cut image tokens, so they raise a ``ContextError`` instead of cutting.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r.core.chat import Messages, render_chat
+from embodied_r.core.image_files import ImageSizes
+from embodied_r.core.keyframe_chat import is_keyframe_chat
 from embodied_r.evaluation.image_prompts import load_images, prompt_text
 from embodied_r.inference.context_policy import (
     ContextError,
@@ -32,6 +36,7 @@ from embodied_r.inference.context_policy import (
     model_context_length,
 )
 from embodied_r.inference.generation import Engine, _require_unskipped, batched_completions
+from embodied_r.inference.image_context import ImageTokenCounter, fit_keyframe_chat
 from embodied_r.inference.models import ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -69,6 +74,8 @@ class VisionLanguageEngine(Engine):
         self.model, self.processor = model, processor
         self.tokenizer = processor.tokenizer
         self.image_dir = Path(image_dir) if image_dir is not None else None
+        self._counter: ImageTokenCounter | None = None
+        self._counter_known = False  # whether this processor's image tokens can be counted was decided
 
     def context_length(self) -> int:
         return model_context_length(self.model)
@@ -81,11 +88,16 @@ class VisionLanguageEngine(Engine):
 
     def fit(self, conversations: Sequence[Messages], max_new_tokens: int, completion_prefix: str = "",
             context: ContextPolicy | None = None) -> list[FittedPrompt]:
-        """Every chat measured by the processor (image tokens included) and fitted by the policy."""
+        """Every chat measured by the processor (image tokens included) and fitted by the policy; key-frame
+        chats lose their oldest key frames first (``inference.image_context``)."""
         policy = context or ContextPolicy()
         limit = policy.limit(self.context_length(), max_new_tokens)
         fitted = []
         for messages in conversations:
+            counter = self._keyframe_counter() if is_keyframe_chat(messages) else None
+            if counter is not None:
+                fitted.append(fit_keyframe_chat(counter, messages, limit, policy.rule, completion_prefix))
+                continue
             ids = [int(t) for t in self._inputs([messages], [completion_prefix])["input_ids"][0]]
             if len(ids) <= limit:
                 fitted.append(FittedPrompt(list(messages), "fits", len(ids), len(ids), limit, token_ids=ids,
@@ -97,6 +109,17 @@ class VisionLanguageEngine(Engine):
             logger.warning("%d of %d image prompt(s) exceed the %d-token limit and are skipped", skipped, len(fitted),
                            limit)
         return fitted
+
+    def _keyframe_counter(self) -> ImageTokenCounter | None:
+        """Image tokens counted from image sizes (the Qwen2-VL family); None for other processors, whose
+        key-frame prompts are measured whole by the processor instead (and skipped when over)."""
+        if not self._counter_known:
+            self._counter_known = True
+            try:
+                self._counter = ImageTokenCounter(self.processor, ImageSizes(self.image_dir))
+            except ContextError as exc:
+                logger.warning("key frames cannot be dropped one by one for this processor (%s)", exc)
+        return self._counter
 
     def generate_fitted(self, fitted: Sequence[FittedPrompt], max_new_tokens: int, batch_size: int,
                         on_batch: Callable[[list[int], list[str]], None] | None = None,

@@ -24,7 +24,7 @@ FRAMES_PREAMBLE = "These are key frames of an egocentric video, oldest first."
 
 def vlm_question_text(row: PromptRow) -> str:
     """Frames preamble, the question with its choices (as the reasoner sees them), and the instruction."""
-    from embodied_r.inference.judges import question_for_judge
+    from embodied_r.judge.judges import question_for_judge
 
     instruction = ANSWER_INSTRUCTION if row.answer_type == "choice" else NUMBER_INSTRUCTION
     return f"{FRAMES_PREAMBLE}\n{question_for_judge(row.prompt, row.options)}\n{instruction}"

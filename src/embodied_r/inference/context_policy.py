@@ -29,7 +29,7 @@ import copy
 import logging
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,9 +169,13 @@ def without_oldest_frames(messages: Messages, count: int) -> Messages:
     return out
 
 
-def _smallest_passing(low: int, high: int, passes: Any) -> int | None:
-    """The smallest ``k`` in ``[low, high]`` with ``passes(k)`` (monotone), else ``None``."""
-    if not passes(high):
+def smallest_passing(low: int, high: int, passes: Callable[[int], bool]) -> int | None:
+    """The smallest ``k`` in ``[low, high]`` with ``passes(k)`` (monotone in k), else ``None``.
+
+    >>> smallest_passing(0, 10, lambda k: k * k >= 20), smallest_passing(3, 2, lambda k: True)
+    (5, None)
+    """
+    if high < low or not passes(high):
         return None
     while low < high:
         middle = (low + high) // 2
@@ -215,7 +219,7 @@ def fit_chat(tokenizer: Any, messages: Messages, limit: int, rule: str = DEFAULT
             cache[count] = _token_ids(tokenizer, without_oldest_frames(messages, count), completion_prefix)
             return len(cache[count]) <= limit
 
-        count = _smallest_passing(1, frames, fits)
+        count = smallest_passing(1, frames, fits)
         if count is None:
             return skipped(f"{total} prompt tokens exceed the limit of {limit} even without its {frames} frame "
                            "descriptions")
@@ -237,7 +241,7 @@ def fit_chat(tokenizer: Any, messages: Messages, limit: int, rule: str = DEFAULT
         return skipped(f"{total} prompt tokens exceed the limit of {limit} and the prompt without its user text "
                        f"still needs {overhead}")
     # Search the number of user tokens to drop; decoding and re-encoding can shift counts by a token.
-    drop = _smallest_passing(max(0, total - limit), len(user_ids),
+    drop = smallest_passing(max(0, total - limit), len(user_ids),
                              lambda d: len(_token_ids(tokenizer, cut(len(user_ids) - d), completion_prefix)) <= limit)
     if drop is None:
         return skipped(f"{total} prompt tokens exceed the limit of {limit}")

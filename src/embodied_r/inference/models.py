@@ -234,7 +234,7 @@ def load_reasoner(name_or_path: str = DEFAULT_REASONER, dtype: str | Any = "auto
     model, or a LoRA adapter folder, merged into the base model its ``adapter_config.json`` names), or a hub id;
     ``attn_implementation`` (``sdpa``, ``eager``, ``flash_attention_2``...) None = transformers' choice.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     # transformers' per-load progress bars flood the CLI's own progress display.
@@ -247,7 +247,7 @@ def load_reasoner(name_or_path: str = DEFAULT_REASONER, dtype: str | Any = "auto
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(folder) if own_tokenizer else path)
         extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype), **extra, **hub_kernel_kwargs())
+        model = _generation_class(path).from_pretrained(path, dtype=torch_dtype(dtype), **extra, **hub_kernel_kwargs())
         if base is not None:
             from peft import PeftModel
 
@@ -264,6 +264,25 @@ def load_reasoner(name_or_path: str = DEFAULT_REASONER, dtype: str | Any = "auto
         model.to("cuda")
     model.eval()
     return model, tokenizer
+
+
+def _generation_class(path: str) -> Any:
+    """``AutoModelForCausalLM``, or ``AutoModelForImageTextToText`` for a vision-language checkpoint: such a
+    model reads text prompts too (the frozen copy of a VL policy judging a think as text), and transformers
+    maps no VL config to a causal LM."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
+
+    try:
+        model_type = AutoConfig.from_pretrained(path).model_type
+    except (OSError, ValueError):
+        return AutoModelForCausalLM  # its own load reports what is wrong
+    if model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES and model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return AutoModelForImageTextToText
+    return AutoModelForCausalLM
 
 
 def prepare_tokenizer(tokenizer: Any) -> Any:

@@ -16,7 +16,7 @@ stays busy (``benchmarks/perception_client.py`` measures it; docs/performance.md
 
 ``ChatBackend`` is the same client sending whole chats (``request.context["messages"]``): the one HTTP
 client for image-row evaluation (``evaluation.vl_endpoint``) and the consistency judge's endpoint
-(``inference.judges.OpenAIJudge``), so all of them share these retries, timeouts and bounded concurrency.
+(``judge.judges.OpenAIJudge``), so all of them share these retries, timeouts and bounded concurrency.
 """
 
 from __future__ import annotations

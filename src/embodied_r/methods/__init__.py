@@ -1,82 +1,178 @@
-"""The two methods as task objects: how each one's prompt rows are built, prompted, rewarded and scored.
+"""The methods as task objects: each one owns how its prompt rows are built, prompted, rewarded and scored.
 
-A prompt row records the prompt version it was built with (``meta["prompt_version"]``); the method is
-looked up from that, so training and evaluation never read prompt text to guess it.
+Training and evaluation take a :class:`Method` and never import one method's modules: what they need
+(the row builder, the scorer, the method's own rewards, ...) is named here as a ``"module:attr"`` path and
+imported when asked for, so importing this package stays cheap and following one method's rows never
+imports another method. A prompt row records the prompt version it was built with
+(``meta["prompt_version"]``); the method is looked up from that, so nothing reads prompt text to guess it.
 
 - Embodied-R (Zhao et al., 2025): the reasoner reads frame descriptions and answers with the option's
-  bare letter inside ``<answer>``.
+  bare letter inside ``<answer>``; trained with format, accuracy and consistency in three stages.
 - Robot-R1 (Kim et al., 2025): the reasoner reads a robot scene (as text, or the camera image) and
-  answers with the option written ``[[X]]``.
+  answers with the option written ``[[X]]``; trained with format and accuracy at constant weights.
+
+Adding a method is a package under ``methods/`` plus one ``Method(...)`` line in ``METHODS`` below (or
+:func:`register_method` from outside this package).
 
 >>> method_for_version("robot_r1_mw_v1").answer_text("B")
 '[[B]]'
 >>> method_for_version("official-v1").answer_text("B")
 'B'
->>> ROBOT_R1.rewards, ROBOT_R1.builds_rows
-(('format', 'accuracy'), 'embodied-r synth robot')
+>>> ROBOT_R1.rewards, ROBOT_R1.builds_rows, ROBOT_R1.reward_schedule
+(('format', 'accuracy'), 'embodied-r synth robot', None)
+>>> EMBODIED_R.reward_schedule, sorted(EMBODIED_R.own_rewards)
+('paper', ['consistency'])
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from embodied_r.core.records import PromptRow
-from embodied_r.core.scoring import Scored, score_completion
+from embodied_r.core.scoring import DEFAULT_ACCURACY_RULE, Scored
+
+# The one scorer of core.scoring, which reads both built-in methods' answer forms (core.parsing).
+CORE_SCORER = "embodied_r.core.scoring:score_completion"
+
+
+def import_path(path: str) -> Any:
+    """The object a ``"module:attr"`` path names, imported now.
+
+    >>> import_path("embodied_r.core.scoring:score_answer").__name__
+    'score_answer'
+    >>> import_path("embodied_r.core.scoring")
+    Traceback (most recent call last):
+    ...
+    ValueError: 'embodied_r.core.scoring' is not a 'module:attr' path (e.g. my_pkg.rewards:my_reward)
+    """
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"{path!r} is not a 'module:attr' path (e.g. my_pkg.rewards:my_reward)")
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ValueError(f"{path!r}: module {module_name} has no attribute {attr!r}") from None
 
 
 @dataclass(frozen=True)
 class Method:
     """One method: where its rows come from, the prompt versions they record, the written form of a
-    chosen option, the paper's reward terms and recipe, and the one scorer."""
+    chosen option, its rewards and their paper schedule, its scorer, and its recipe.
+
+    Fields that name code are ``"module:attr"`` paths (:func:`import_path`), imported only when used."""
 
     name: str
     builds_rows: str  # the command that writes this method's prompt rows
-    # "module:function" that builds this method's prompt rows, imported when asked for. Its arguments are the
-    # method's own: Embodied-R joins questions with perception records, Robot-R1 turns one question into a row.
+    # Builds this method's prompt rows. Its arguments are the method's own: Embodied-R joins questions with
+    # perception records, Robot-R1 turns one question into a row.
     row_builder: str
-    prompt_versions: tuple[str, ...]
+    prompt_versions: tuple[str, ...]  # the prompt templates its builders write (recorded per row)
     choice_form: str  # ``{letter}`` is replaced by the option letter
-    rewards: tuple[str, ...]  # the paper's reward terms, by their names in the reward registry
+    rewards: tuple[str, ...]  # the paper's reward terms, by their names in the reward table (methods.rewards)
     paper_recipe: str  # the recipe that follows the paper, relative to the repository root
+    # The paper's reward weights, as a recipe's ``reward_schedule`` writes them: None (constant weights), a
+    # schedule name of training.schedule ("paper": Embodied-R's three stages), or a list of stages.
+    reward_schedule: Any = None
+    # This method's own rewards by recipe name (each a reward function or a methods.rewards.RewardFactory);
+    # together with the generic ones (format, accuracy) they are the names a recipe can use.
+    own_rewards: Mapping[str, str] = field(default_factory=dict)
+    # ``fn(completion, answer, answer_type, options, rule=...) -> Scored``: what "correct" means for this
+    # method's rows, in the accuracy reward and in evaluation alike.
+    scorer: str = CORE_SCORER
+    toy_rows: str | None = None  # ``fn(n, seed) -> list[PromptRow]``: smoke-test rows (a recipe's ``toy:N``)
+    # ``fn(row, style) -> str``: the quote of its prompt a format warm-up think opens with, for the think
+    # styles that quote the prompt (training/warmup.py); None: its prompts have nothing to quote.
+    think_quote: str | None = None
 
     def answer_text(self, letter: str) -> str:
         """How this method's prompts ask a chosen option to be written inside ``<answer>``."""
         return self.choice_form.format(letter=letter)
 
     def row_builder_function(self) -> Callable[..., Any]:
-        """The function ``row_builder`` names (imported now, so that importing this package stays cheap)."""
-        module, name = self.row_builder.split(":")
-        return getattr(importlib.import_module(module), name)
+        """The function ``row_builder`` names."""
+        return import_path(self.row_builder)
 
-    def score(self, row: PromptRow, completion: str) -> Scored:
-        """The parsed answer and score of a completion for ``row``, as evaluation reports it: the
-        ``core.scoring.score_completion`` the accuracy reward and the consistency gate call, for every
-        answer type (both methods' answer forms are read by ``core.parsing``)."""
-        return score_completion(completion, row.answer, row.answer_type, row.options)
+    def score_answer(self, completion: str, answer: Any, answer_type: str, options: list[str] | None,
+                     rule: str = DEFAULT_ACCURACY_RULE) -> Scored:
+        """The parsed answer and score of one completion, by this method's scorer; ``rule`` is the accuracy
+        rule for choices (``core.scoring.ACCURACY_RULES``)."""
+        return import_path(self.scorer)(completion, answer, answer_type, options, rule=rule)
+
+    def score(self, row: PromptRow, completion: str, rule: str = DEFAULT_ACCURACY_RULE) -> Scored:
+        """The parsed answer and score of a completion for ``row``, as evaluation reports it and the
+        accuracy reward pays it."""
+        return self.score_answer(completion, row.answer, row.answer_type, row.options, rule=rule)
 
 
 EMBODIED_R = Method(
-    "embodied_r", "embodied-r build-prompts", "embodied_r.methods.embodied_r.perception.prompt_rows:build_rows",
-    ("official", "official-v1", "structured-v1", "compact-v1"), "{letter}",
-    ("format", "accuracy", "consistency"), "recipes/embodied_r/paper_qwen2.5-3b.yaml",
+    name="embodied_r",
+    builds_rows="embodied-r build-prompts",
+    row_builder="embodied_r.methods.embodied_r.perception.prompt_rows:build_rows",
+    prompt_versions=("official", "official-v1", "structured-v1", "compact-v1"),
+    choice_form="{letter}",
+    rewards=("format", "accuracy", "consistency"),
+    paper_recipe="recipes/embodied_r/paper_qwen2.5-3b.yaml",
+    reward_schedule="paper",
+    own_rewards={"consistency": "embodied_r.methods.embodied_r.consistency:CONSISTENCY_REWARD"},
+    toy_rows="embodied_r.methods.embodied_r.toy:toy_prompt_rows",
+    think_quote="embodied_r.methods.embodied_r.evidence:think_quote",
 )
 ROBOT_R1 = Method(
-    "robot_r1", "embodied-r synth robot", "embodied_r.methods.robot_r1.prompts:text_prompt_row",
-    ("robot_r1_mw_v1",), "[[{letter}]]", ("format", "accuracy"), "recipes/robot_r1/paper_qwen2.5-vl-7b.yaml",
+    name="robot_r1",
+    builds_rows="embodied-r synth robot",
+    row_builder="embodied_r.methods.robot_r1.prompts:text_prompt_row",
+    prompt_versions=("robot_r1_mw_v1",),
+    choice_form="[[{letter}]]",
+    rewards=("format", "accuracy"),
+    paper_recipe="recipes/robot_r1/paper_qwen2.5-vl-7b.yaml",
+    own_rewards={"open_l1": "embodied_r.methods.robot_r1.rewards:open_l1"},
 )
+# The registry: one line per method shipped with the package.
 METHODS: tuple[Method, ...] = (EMBODIED_R, ROBOT_R1)
+# Rows without a recorded prompt version (a user's own prompt file, the toy set) follow this method's
+# conventions, the default of every command.
+DEFAULT_METHOD = EMBODIED_R
+_REGISTERED: list[Method] = []  # methods added from outside the package (register_method)
+
+
+def all_methods() -> tuple[Method, ...]:
+    """The shipped methods, then those registered with :func:`register_method`."""
+    return (*METHODS, *_REGISTERED)
+
+
+def register_method(method: Method) -> None:
+    """Add a method defined outside this package; its name and prompt versions must be new."""
+    taken = {v: m.name for m in all_methods() for v in m.prompt_versions}
+    if any(m.name == method.name for m in all_methods()):
+        raise ValueError(f"a method named {method.name!r} is already registered")
+    claimed = sorted(v for v in method.prompt_versions if v in taken)
+    if claimed:
+        raise ValueError(f"method {method.name!r}: prompt version(s) {claimed} already belong to "
+                         f"{sorted({taken[v] for v in claimed})}")
+    _REGISTERED.append(method)
+
+
+def unregister_method(name: str) -> None:
+    """Remove a method added with :func:`register_method` (shipped methods stay)."""
+    _REGISTERED[:] = [m for m in _REGISTERED if m.name != name]
+
+
+def prompt_versions() -> list[str]:
+    """Every prompt version some method's builders write, sorted (command-line choices, recipe checks)."""
+    return sorted(v for m in all_methods() for v in m.prompt_versions)
 
 
 def method_for_version(version: str | None) -> Method:
-    """The method whose prompt builders write ``version``; rows without a recorded version (a user's own
-    prompt file) follow Embodied-R's conventions, the default of every command."""
-    for method in METHODS:
+    """The method whose prompt builders write ``version``; rows without a recorded (or a known) version
+    follow :data:`DEFAULT_METHOD`."""
+    for method in all_methods():
         if version in method.prompt_versions:
             return method
-    return EMBODIED_R
+    return DEFAULT_METHOD
 
 
 def method_for_row(meta: Mapping[str, Any] | None) -> Method:
@@ -84,4 +180,5 @@ def method_for_row(meta: Mapping[str, Any] | None) -> Method:
     return method_for_version((meta or {}).get("prompt_version"))
 
 
-__all__ = ["EMBODIED_R", "METHODS", "Method", "ROBOT_R1", "method_for_row", "method_for_version"]
+__all__ = ["DEFAULT_METHOD", "EMBODIED_R", "METHODS", "Method", "ROBOT_R1", "all_methods", "import_path",
+           "method_for_row", "method_for_version", "prompt_versions", "register_method", "unregister_method"]

@@ -1,10 +1,12 @@
 """Accuracy reward: the evaluation's own scorer, applied to each completion.
 
 Training and evaluation must agree on what "correct" means, so this reward does no parsing of its
-own: it calls :func:`embodied_r.core.scoring.score_completion` (text inside the last ``<answer>``
-only, unlike the official reward that read letters out of the reasoning; letter match for choices,
-including Robot-R1's ``[[X]]``, VSI-Bench mean relative accuracy for numbers, L1 closeness for
-positions).
+own: it scores each completion with its row's method's scorer (``Method.score_answer``, the one
+``embodied-r eval`` uses; the row's method comes from its ``prompt_version`` column, and rows without one
+follow the default method). Both shipped methods score with :func:`embodied_r.core.scoring.score_completion`
+(text inside the last ``<answer>`` only, unlike the official reward that read letters out of the
+reasoning; letter match for choices, including Robot-R1's ``[[X]]``, VSI-Bench mean relative accuracy for
+numbers, L1 closeness for positions).
 
 ``accuracy_rule: official`` (``make_accuracy_reward("official")``) reads choices the way Embodied-R's
 released reward did instead, from the whole completion (``core.official_choice``), for users who
@@ -26,7 +28,8 @@ from typing import Any
 
 from embodied_r.core.chat import completion_text
 from embodied_r.core.columns import column
-from embodied_r.core.scoring import DEFAULT_ACCURACY_RULE, check_accuracy_rule, score_completion
+from embodied_r.core.scoring import DEFAULT_ACCURACY_RULE, check_accuracy_rule
+from embodied_r.methods import method_for_version
 
 
 def accuracy_reward(completions: Sequence[Any], **columns: Any) -> list[float]:
@@ -44,8 +47,10 @@ def scored_with_rule(completions: Sequence[Any], columns: dict[str, Any], rule: 
     answers = column(columns, "answer", n, required=True)
     answer_types = [t or "choice" for t in column(columns, "answer_type", n)]
     options = column(columns, "options", n)
+    versions = column(columns, "prompt_version", n)  # which method's scorer reads the row
     return [
-        score_completion(completion_text(c), answers[i], answer_types[i], options[i], rule=rule).score
+        method_for_version(versions[i]).score_answer(completion_text(c), answers[i], answer_types[i], options[i],
+                                                     rule=rule).score
         for i, c in enumerate(completions)
     ]
 

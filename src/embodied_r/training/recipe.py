@@ -1,10 +1,10 @@
 """Training recipes: one YAML file of flat keys, checked before anything heavy starts.
 
-A key is either one of ours (``OUR_KEYS``: model, data, rewards, schedule, reference model, LoRA,
+A key is either one of ours (``OUR_KEYS``: model, data, rewards, schedule, the consistency judge, LoRA,
 evaluation) or a field of TRL's ``GRPOConfig`` under its own name (``output_dir``, ``max_steps``,
 ``num_generations``, ``learning_rate``, ...), so TRL's documentation applies as is. Anything else is an
 error that lists the valid keys. ``--set key=value`` overrides use YAML syntax for the value and dots
-for nested keys (``--set lora.r=8``).
+for nested keys (``--set lora.r=8``, ``--set judge.model=NAME``).
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from embodied_r.core.validity import section_keys
+from embodied_r.judge.settings import MOVED_KEYS, JudgeSection, moved_key_message
+from embodied_r.methods import DEFAULT_METHOD
 
 if TYPE_CHECKING:  # the sections' types; their modules import this one
     from embodied_r.inference.context_policy import ContextPolicy
-    from embodied_r.methods.embodied_r.schedule import RewardSchedule
+    from embodied_r.training.schedule import RewardSchedule
     from embodied_r.training.warmup import WarmupSettings
 
 
@@ -80,10 +82,10 @@ class RecipeSections:
     """The recipe's nested sections, parsed and checked once (:func:`parse_sections`); training reads
     these, never the raw mappings."""
 
-    schedule: RewardSchedule | None  # null: static reward_weights
+    schedule: RewardSchedule | None  # null: constant reward_weights
     warmup: WarmupSettings | None  # null: no format warm-up
     lora: LoraSettings | None  # null: full fine-tuning
-    judge_probe: dict[str, Any]  # with its defaults filled in
+    judge: JudgeSection  # the consistency judge and its probe, with defaults filled in
     context: ContextPolicy
 
 
@@ -99,27 +101,18 @@ class Recipe:
     attn_implementation: str | None = None
     eval_data: str | None = None  # held-out PromptRow .jsonl (or "toy:N") for the eval callback
     max_train_rows: int | None = None
-    rewards: list[Any] = field(default_factory=lambda: ["format", "accuracy", "consistency"])
-    reward_schedule: Any = "paper"  # null (static reward_weights), "paper", or stages
+    # Reward names of the reward table (methods.rewards) or "module:function" paths, each optionally with options;
+    # default: the default method's paper terms (Embodied-R: format, accuracy, consistency).
+    rewards: list[Any] = field(default_factory=lambda: list(DEFAULT_METHOD.rewards))
+    # null: constant weights (TRL's reward_weights, 1 each unless set); a named schedule ("paper": Embodied-R's
+    # three stages, training/schedule.py); or a list of stages. A method's paper schedule: Method.reward_schedule.
+    reward_schedule: Any = None
     # How the accuracy reward reads a choice: last-answer (ours: only the last <answer>, as evaluation reads it)
     # or official (Embodied-R's released reward: a letter from the whole completion, reasoning included).
     accuracy_rule: str = "last-answer"
-    reference_model: Any = "policy"  # consistency judge: policy | name/path | {base_url, model}
-    # The judge reads option letters in the think text (the official rule); default: letters are masked,
-    # so only reasoning whose content leads to the answer is paid.
-    judge_sees_letters: bool = False
-    # How a local judge picks its answer: option-text (each option's text scored after the reasoning,
-    # calibrated by the same with an empty reasoning) or letter (the official next-token letter); null = the
-    # judge's own default: option-text for a local model, letter for an endpoint (the only rule it has).
-    judge_scoring: str | None = None
-    # judge (the reference model picks the option the think leads to) or shuffled-options (it re-reads the
-    # think with the options shuffled and relabelled, and must pick the same option: ACRE's self-check).
-    consistency_rule: str = "judge"
-    # The judge probe run before training: {cases, min_agreement, max_letter_share, seed, conflict};
-    # defaults 64 cases of each kind (content, letter named, with conflict: true a contradicting letter,
-    # target first, paraphrase, no basis) / 0.8 for every kind / 0.5.
-    judge_probe: dict[str, Any] | None = None
-    allow_weak_judge: bool = False  # go on (recorded in judge_probe.json) when the judge fails its probe
+    # The consistency judge: {model, sees_letters, scoring, rule, probe, allow_weak} (judge/settings.py);
+    # a recipe gives the keys it changes, and a loaded recipe holds every key (defaults filled in).
+    judge: dict[str, Any] | None = field(default_factory=dict)
     lora: dict[str, Any] | None = None  # {r, alpha, dropout, target_modules}; null = full fine-tuning
     eval_every_steps: int = 0  # 0 = only before and after training (when eval_data is set)
     eval_max_rows: int = 64
@@ -264,7 +257,11 @@ def merge_overrides(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, An
 
 
 def recipe_from_dict(data: dict[str, Any], source: str = "recipe") -> Recipe:
-    """Split ``data`` into our keys and GRPOConfig keys; unknown keys raise with the valid list."""
+    """Split ``data`` into our keys and GRPOConfig keys; unknown keys raise with the valid list. The
+    ``judge`` section is kept resolved (every key), so a dumped recipe shows what the run used."""
+    moved = [key for key in MOVED_KEYS if key in data]
+    if moved:
+        raise RecipeError("; ".join(moved_key_message(key, source) for key in moved))
     trl_fields = set(grpo_config_fields())
     unknown = sorted(k for k in data if k not in OUR_KEYS and k not in trl_fields)
     if unknown:
@@ -282,13 +279,22 @@ def recipe_from_dict(data: dict[str, Any], source: str = "recipe") -> Recipe:
     ours = {k: v for k, v in data.items() if k in OUR_KEYS}
     recipe = Recipe(**ours, trl={k: v for k, v in data.items() if k not in OUR_KEYS})
     validate(recipe, source)
+    recipe.judge = recipe.sections.judge.to_config()
     return recipe
+
+
+def run_settings(recipe: Recipe) -> dict[str, Any]:
+    """The settings a reward built from options reads (``methods.rewards.RewardFactory``): the recipe's keys,
+    the ``judge`` section's as ``judge.KEY`` (defaults filled in; not checked here)."""
+    flat = recipe.to_flat_dict()
+    section = flat.pop("judge", None)
+    written = section if isinstance(section, dict) else {}  # a malformed section is refused by parse_sections
+    return {**flat, **{f"judge.{key}": value for key, value in {**JudgeSection().to_config(), **written}.items()}}
 
 
 def parse_sections(recipe: Recipe, source: str = "recipe") -> RecipeSections:
     """The nested sections as typed settings, each checked (unknown keys listed with the valid ones)."""
-    from embodied_r.methods.embodied_r.schedule import RewardSchedule, ScheduleError
-    from embodied_r.training.judge_gate import probe_settings
+    from embodied_r.training.schedule import RewardSchedule, ScheduleError
     from embodied_r.training.warmup import WarmupError, WarmupSettings
 
     try:
@@ -300,30 +306,29 @@ def parse_sections(recipe: Recipe, source: str = "recipe") -> RecipeSections:
     except (WarmupError, TypeError) as exc:
         raise RecipeError(str(exc)) from exc
     try:
-        judge_probe = probe_settings(recipe.judge_probe, source)
-    except ValueError as exc:
+        judge = JudgeSection.from_config(recipe.judge, source)
+    except (ValueError, TypeError) as exc:
         raise RecipeError(str(exc)) from exc
     try:
         context = context_policy(recipe)
     except ValueError as exc:
         raise RecipeError(f"{source}: {exc} (keys context_rule, max_prompt_tokens)") from exc
     return RecipeSections(schedule=schedule, warmup=warmup, lora=LoraSettings.from_config(recipe.lora, source),
-                          judge_probe=judge_probe, context=context)
+                          judge=judge, context=context)
 
 
 def validate(recipe: Recipe, source: str = "recipe") -> None:
     """Checks that need no model or data: names, types, combinations, and every section
     (:func:`parse_sections`, whose result the recipe keeps)."""
-    from embodied_r.methods.rewards import REWARDS
+    from embodied_r.methods.rewards import reward_table
 
     if not recipe.train_data:
         raise RecipeError(f"{source}: 'train_data' is required (a PromptRow .jsonl file, or toy:N)")
     if not recipe.rewards:
-        raise RecipeError(f"{source}: 'rewards' is empty; list at least one of {sorted(REWARDS)}")
+        raise RecipeError(f"{source}: 'rewards' is empty; list at least one of {sorted(reward_table())} or a "
+                          "module:function path")
     names = recipe.reward_names
-    for name in names:
-        if name not in REWARDS:
-            raise RecipeError(f"{source}: unknown reward {name!r}; known rewards: {sorted(REWARDS)}")
+    check_rewards(recipe, source)
     if len(set(names)) != len(names):
         raise RecipeError(f"{source}: a reward is listed twice in {names}")
     sections = parse_sections(recipe, source)
@@ -338,25 +343,14 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
             f"{source}: 'completion_prefix' must be a string (quote it in YAML: completion_prefix: \"<think>\"), "
             f"got {recipe.completion_prefix!r}"
         )
-    for key in ("judge_sees_letters", "allow_weak_judge", "shared_prefix_update", "shared_prefix_generation"):
+    for key in ("shared_prefix_update", "shared_prefix_generation"):
         if not isinstance(getattr(recipe, key), bool):
             raise RecipeError(f"{source}: {key!r} must be true or false, got {getattr(recipe, key)!r}")
-    from embodied_r.inference.judges import SCORING_RULES
-
-    if recipe.judge_scoring is not None and recipe.judge_scoring not in SCORING_RULES:
-        raise RecipeError(
-            f"{source}: 'judge_scoring' must be one of {', '.join(SCORING_RULES)}, got {recipe.judge_scoring!r}"
-        )
     check_accuracy_rules(recipe, source)
-    from embodied_r.methods.embodied_r.consistency import check_consistency_rule
-
-    try:
-        check_consistency_rule(recipe.consistency_rule, source)
-    except ValueError as exc:
-        raise RecipeError(str(exc)) from exc
     if any(reward_spec(e)[0] == "consistency" and "consistency_rule" in reward_spec(e)[1] for e in recipe.rewards):
         # One place for the rule, so the training rows are checked against the rule that is used.
-        raise RecipeError(f"{source}: set consistency_rule as a recipe key, not as an option of the consistency reward")
+        raise RecipeError(f"{source}: set the rule in the recipe section (judge: {{rule: ...}}), not as an option "
+                          "of the consistency reward")
     for key in (
         "eval_every_steps",
         "eval_max_rows",
@@ -367,10 +361,10 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
         value = getattr(recipe, key)
         if not isinstance(value, int) or value < 0:
             raise RecipeError(f"{source}: {key!r} must be a non-negative integer, got {value!r}")
-    from embodied_r.methods.embodied_r.prompts import TEMPLATES
+    from embodied_r.methods import prompt_versions
 
-    if recipe.prompt_version is not None and recipe.prompt_version not in TEMPLATES:
-        raise RecipeError(f"{source}: 'prompt_version' must be one of {sorted(TEMPLATES)} or null, "
+    if recipe.prompt_version is not None and recipe.prompt_version not in prompt_versions():
+        raise RecipeError(f"{source}: 'prompt_version' must be one of {prompt_versions()} or null, "
                           f"got {recipe.prompt_version!r}")
     check_attention(recipe.attn_implementation, source)
     minutes = recipe.max_train_minutes
@@ -386,6 +380,22 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
         raise RecipeError(f"{source}: 'checkpoint_over_tokens' decides which backward passes are checkpointed, "
                           "but gradient_checkpointing (true unless set: TRL's GRPOConfig default) checkpoints "
                           "every one: set gradient_checkpointing: false, or checkpoint_over_tokens: null")
+
+
+def check_rewards(recipe: Recipe, source: str = "recipe") -> None:
+    """Each ``rewards:`` entry names a reward (a ``module:function`` path is imported now), a plain function
+    gets no options, and a reward built from options passes its own check with the recipe's settings
+    (``methods.rewards.check_reward``), all before any model loads."""
+    from embodied_r.methods.rewards import RewardSpecError, check_reward
+
+    for entry in recipe.rewards:
+        name, options = reward_spec(entry)
+        try:
+            check_reward(name, options, run_settings(recipe), source)
+        except RewardSpecError as exc:
+            raise RecipeError(f"{source}: {exc}") from None
+        except ValueError as exc:  # a factory's own check, which names the source itself
+            raise RecipeError(str(exc)) from exc
 
 
 def check_accuracy_rules(recipe: Recipe, source: str = "recipe") -> None:
@@ -660,7 +670,7 @@ def dump_recipe(recipe: Recipe) -> str:
 
 
 def check_rule_rows(rule: str, reward_names: list[str], rows: list[Any], source: str = "train_data") -> None:
-    """``consistency_rule: shuffled-options`` needs options to shuffle: a RecipeError, before any model
+    """``judge.rule: shuffled-options`` needs options to shuffle: a RecipeError, before any model
     loads, when the consistency reward is used and some multiple-choice row has fewer than two options or
     no row is multiple choice."""
     if rule != "shuffled-options" or "consistency" not in reward_names:
@@ -674,6 +684,6 @@ def check_rule_rows(rule: str, reward_names: list[str], rows: list[Any], source:
         which = f"{len(bare)} multiple-choice row(s) without options (e.g. {', '.join(bare[:3])})" if bare else \
             "no multiple-choice rows"
         raise RecipeError(
-            f"{source}: consistency_rule: shuffled-options re-reads each think with the options shuffled, but "
-            f"the rows have {which}; give rows with their options, or use consistency_rule: judge"
+            f"{source}: judge.rule: shuffled-options re-reads each think with the options shuffled, but "
+            f"the rows have {which}; give rows with their options, or use judge.rule: judge"
         )

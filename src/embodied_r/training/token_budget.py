@@ -11,8 +11,9 @@ computes the loss of its own rows with TRL's code; multiplied by ``slice_scale``
 normaliser) the slices' losses sum to the whole micro-batch's loss, and so do their gradients. Rows keep
 their padded width, so each row is computed exactly as in the whole batch. What is not a per-row sum
 (the entropy bonus and the entropy quantile mask, both means over the whole micro-batch; the MoE
-auxiliary loss; image inputs) is listed by ``unsupported_reason``, and such micro-batches are
-differentiated whole, as TRL does.
+auxiliary loss; image inputs other than the Qwen2-VL patch grid) is listed by ``unsupported_reason``, and
+such micro-batches are differentiated whole, as TRL does. Rows with images take their own images along
+(training/image_rows.py); their image tokens are prompt tokens, so every count here includes them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 import torch
 
+from embodied_r.training import image_rows
 from embodied_r.training.shared_prefix import checkpointing_active, find_groups, unwrap
 
 # Losses normalised per row (a mean over rows, or a sum over rows divided by rows x a constant).
@@ -34,9 +36,6 @@ TOKEN_NORMALISED = ("bnpo",)
 # already its share.
 GLOBALLY_NORMALISED = ("dapo", "cispo", "vespo")
 SUPPORTED_LOSSES = ROW_NORMALISED + TOKEN_NORMALISED + GLOBALLY_NORMALISED
-# Inputs TRL passes the loss for image rows; any of them present means the batch is not sliced.
-MULTIMODAL_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
-                   "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
 
 
 def unsupported_reason(trainer: Any, inputs: dict[str, Any]) -> str | None:
@@ -49,9 +48,9 @@ def unsupported_reason(trainer: Any, inputs: dict[str, Any]) -> str | None:
         return "top_entropy_quantile < 1 masks tokens by a quantile of the whole micro-batch"
     if getattr(trainer, "aux_loss_enabled", False):
         return "the MoE auxiliary loss is requested"
-    present = [key for key in MULTIMODAL_KEYS if inputs.get(key) is not None]
-    if present:
-        return f"image inputs ({', '.join(present)})"
+    images = image_rows.slicing_problem(inputs)
+    if images is not None:
+        return images
     accelerator = trainer.accelerator
     if accelerator.distributed_type.name == "DEEPSPEED":
         return "DeepSpeed runs one backward per micro-batch"
@@ -125,16 +124,21 @@ def plan_slices(groups: list[Group], budget: int) -> list[list[int]]:
 
 
 def take_rows(inputs: dict[str, Any], rows: list[int]) -> dict[str, Any]:
-    """The inputs of ``rows``: every tensor whose first dimension is the batch is indexed; scalars and
-    anything else (``num_items_in_batch``) are passed unchanged."""
+    """The inputs of ``rows``: every tensor whose first dimension is the batch is indexed, the rows' images
+    are taken with them (``image_rows.take_image_rows``); scalars and anything else
+    (``num_items_in_batch``) are passed unchanged."""
     batch = inputs["prompt_ids"].size(0)
     index = torch.tensor(rows, device=inputs["prompt_ids"].device)
     out: dict[str, Any] = {}
     for key, value in inputs.items():
-        if isinstance(value, torch.Tensor) and value.dim() >= 1 and value.size(0) == batch:
+        if key in image_rows.IMAGE_INDEXED_KEYS:
+            out[key] = value  # indexed by image or patch, not by row: taken below
+        elif isinstance(value, torch.Tensor) and value.dim() >= 1 and value.size(0) == batch:
             out[key] = value.index_select(0, index.to(value.device))
         else:
             out[key] = value
+    if inputs.get("pixel_values") is not None:
+        out.update(image_rows.take_image_rows(inputs, rows))
     return out
 
 

@@ -37,7 +37,7 @@ from embodied_r.core.io import atomic_write_json, read_json
 from embodied_r.core.parsing import option_letters, option_texts
 from embodied_r.core.records import PromptRow
 from embodied_r.core.validity import section_keys
-from embodied_r.methods import method_for_row
+from embodied_r.methods import import_path, method_for_row
 
 logger = logging.getLogger(__name__)
 
@@ -128,10 +128,11 @@ def _distinct(pool: list[Any], count: int, rng: random.Random) -> list[Any]:
 #                 Rotate left."), copied from the prompt: a place in the think where the current state is
 #                 in view. It carries no choice (the answers stay random) but states the answer of
 #                 last-action questions, so a policy can learn from its rewards to choose what it quoted.
-#   evidence:     option-first, after a quote of the lines each task type's answer depends on
-#                 (methods/embodied_r/evidence.py: the latest action, the frames where each listed category
-#                 is first seen, the frames that newly see the counted category, where the asked object is in
-#                 the latest frame); no quote for task types whose answer the text does not state.
+#   evidence:     option-first, after a quote of the lines each task type's answer depends on (the row's
+#                 Method.think_quote; Embodied-R's methods/embodied_r/evidence.py: the latest action, the frames
+#                 where each listed category is first seen, the frames that newly see the counted category, where
+#                 the asked object is in the latest frame); no quote for task types whose answer the text does
+#                 not state, nor for methods without think_quote.
 THINK_STYLES = ("letter-first", "option-first", "latest-frame", "evidence")
 # The words before the choice, after the opening tag and any latest-frame quote.
 CHOICE_LEAD = " I compare the observations with each option and choose"
@@ -141,21 +142,21 @@ MIN_SPREAD = 0.3
 
 
 def _latest_quote(row: PromptRow, think: str) -> str:
-    """The think's opening quote under ``latest-frame`` or ``evidence`` ("" otherwise)."""
-    if think == "evidence":
-        from embodied_r.methods.embodied_r.evidence import evidence_quote
-
-        quote = evidence_quote(row)
-        return f" {quote}" if quote else ""
-    if think != "latest-frame":
+    """The think's opening quote under ``latest-frame`` or ``evidence`` ("" otherwise), by the row's method
+    (``Method.think_quote``: Embodied-R quotes its frame lines)."""
+    if think not in ("latest-frame", "evidence"):
         return ""
-    from embodied_r.methods.embodied_r.prompts import latest_frame_action
-
-    action = latest_frame_action(str(row.prompt[-1].get("content") or ""))
-    if action is None:
-        raise WarmupError(f"format_warmup.think latest-frame quotes the last 'Frame k:' line of an Embodied-R prompt; "
-                          f"row {row.id!r} has none (use option-first for other prompts)")
-    return f" The latest frame: {action}."
+    method = method_for_row(row.meta)
+    if method.think_quote is None:
+        # evidence quotes what a prompt states, so nothing here; latest-frame promises a quote in every think.
+        if think == "evidence":
+            return ""
+        raise WarmupError(f"format_warmup.think latest-frame quotes the prompt, but {method.name} prompts have "
+                          f"nothing to quote (row {row.id!r}); use option-first")
+    try:
+        return import_path(method.think_quote)(row, think)
+    except ValueError as exc:
+        raise WarmupError(str(exc)) from exc
 
 
 def choice_parts(row: PromptRow, letter: str, think: str = "letter-first") -> tuple[str, str, str]:

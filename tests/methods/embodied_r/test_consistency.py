@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from embodied_r.inference.judges import (
+from embodied_r.judge.judges import (
     JudgeError,
     OpenAIJudge,
     ReferenceJudge,
@@ -171,7 +171,7 @@ def test_an_unreadable_completion_drops_its_whole_group() -> None:
 
 
 def test_a_judgement_of_none_earns_nothing_and_is_counted() -> None:
-    from embodied_r.inference.judges import NO_OPTION
+    from embodied_r.judge.judges import NO_OPTION
 
     class Undecided(ReadingJudge):
         """Answers none for a reasoning that names no option's text (it supports no option)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from accelerate import PartialState
 
-from embodied_r.inference.judges import JudgeError, ReferenceJudge
+from embodied_r.judge.judges import JudgeError, ReferenceJudge
 from embodied_r.methods.embodied_r.consistency import ConsistencyReward
 from embodied_r.methods.embodied_r.prompts import build_reasoner_messages
 

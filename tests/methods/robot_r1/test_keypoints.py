@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-import doctest
-
 import numpy as np
 
-from embodied_r.methods.robot_r1 import keypoints
 from embodied_r.methods.robot_r1.keypoints import discover_keypoints, next_keypoint, question_steps
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(keypoints)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_gripper_change_and_last_step() -> None:

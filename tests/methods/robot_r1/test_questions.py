@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import doctest
-
 import numpy as np
 import pytest
 
-from embodied_r.methods.robot_r1 import questions
 from embodied_r.methods.robot_r1.questions import (
     WORKSPACE_HIGH,
     WORKSPACE_LOW,
@@ -21,11 +18,6 @@ from embodied_r.methods.robot_r1.questions import (
 )
 
 WORDS = {0: ("right", "left"), 1: ("back", "front"), 2: ("down", "up")}
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(questions)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_slightly_rule_is_half_of_largest_move() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from embodied_r.core.io import read_jsonl
-from embodied_r.methods.robot_r1.prompts import trl_vl_example
+from embodied_r.training.data import trl_vl_example
 
 
 def test_tiny_qwen25_vl_consumes_a_vl_row(robot_dataset: Path) -> None:

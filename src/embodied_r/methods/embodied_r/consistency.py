@@ -6,17 +6,18 @@ when that letter is the policy's answer. As in the official code the reward is g
 the policy's answer is correct, so it only ever adds to a correct answer its reasoning supports.
 
 Where this differs from the official implementation, on purpose:
-- the judge (``embodied_r.inference.judges``) is called once per training step for every completion
-  that passes the gate, reads letters from logits or a constrained endpoint, is letter-blind by
-  default (option letters in the think are masked; ``judge_sees_letters: true`` is the official rule)
+- the judge (``embodied_r.judge``, configured by the recipe section ``judge``) is called once per
+  training step for every completion that passes the gate, reads letters from logits or a constrained
+  endpoint, is letter-blind by default (option letters in the think are masked; ``judge.sees_letters:
+  true`` is the official rule)
   and never truncates the question or the instruction;
-- a judge must pass a probe before training starts (``embodied_r.inference.judge_probe``);
+- a judge must pass a probe before training starts (``embodied_r.judge.probe``);
 - a judge may answer "none" (``NO_OPTION``: the reasoning supports no option); that earns 0, like
   reasoning that leads to another option;
 - a failing judge is logged and counted and the term is dropped (``None``: TRL leaves it out) instead
   of a 0 that would look like inconsistent reasoning; so is a row the judge could not read;
-- ``consistency_rule: shuffled-options`` replaces the judge's view by the reader re-reading the think
-  with the options shuffled and relabelled (``inference.shuffled_options``, the self-judging form
+- ``judge.rule: shuffled-options`` replaces the judge's view by the reader re-reading the think
+  with the options shuffled and relabelled (``judge.shuffled_options``, the self-judging form
   published as ACRE): paid when it picks the same option by content;
 - the term is dropped for whole GRPO groups only: completions of one prompt are never ranked against
   each other on a term measured for some of them and not others. With several processes the decision
@@ -26,96 +27,20 @@ Where this differs from the official implementation, on purpose:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from embodied_r.core.chat import completion_text
 from embodied_r.core.columns import column
 from embodied_r.core.parsing import extract_think
 from embodied_r.core.scoring import score_completion
-from embodied_r.inference.judges import NO_OPTION, Judge, JudgeError, question_for_judge, visible_thinks
+from embodied_r.judge.judges import NO_OPTION, Judge, JudgeError, build_judge
+from embodied_r.judge.rate import judge_completions
+from embodied_r.judge.settings import check_consistency_rule
+from embodied_r.methods.ranks import gather_flags, groups_to_drop, process_group
+from embodied_r.methods.rewards import RewardFactory
 
 logger = logging.getLogger(__name__)
-
-# judge: a reader (the reference model) picks the option the think leads to, as the paper does;
-# shuffled-options: the same reader, asked with the options shuffled and relabelled (ACRE's self-check).
-CONSISTENCY_RULES = ("judge", "shuffled-options")
-
-
-def check_consistency_rule(rule: Any, source: str = "recipe") -> None:
-    """A clear error for a ``consistency_rule`` that does not exist (checked before any model loads).
-
-    >>> check_consistency_rule("shuffled-options")
-    >>> check_consistency_rule("shuffle")
-    Traceback (most recent call last):
-    ...
-    ValueError: recipe: consistency_rule 'shuffle' does not exist; use one of judge, shuffled-options
-    """
-    if rule not in CONSISTENCY_RULES:
-        known = ", ".join(CONSISTENCY_RULES)
-        raise ValueError(f"{source}: consistency_rule {rule!r} does not exist; use one of {known}")
-
-
-def judge_completions(
-    judge: Judge, prompts: Sequence[Any], completions: Sequence[Any], options: Sequence[list[str] | None]
-) -> list[str | None]:
-    """The judge's letter for each completion's reasoning (``NO_OPTION`` where the reasoning supports no
-    option; None where there is no think text or the judge could not read it). Evaluation compares this
-    with the policy's own answer."""
-    wanted = [i for i, c in enumerate(completions) if extract_think(completion_text(c))]
-    wanted_options = [options[i] for i in wanted]
-    thinks = [extract_think(completion_text(completions[i])) or "" for i in wanted]
-    letters = judge.judge(
-        [question_for_judge(prompts[i], options[i]) for i in wanted],
-        visible_thinks(judge, thinks, wanted_options),
-        wanted_options,
-    )
-    out: list[str | None] = [None] * len(completions)
-    for i, letter in zip(wanted, letters, strict=True):
-        out[i] = letter
-    return out
-
-
-# ---------------------------------------------------------------------------------------------------
-# Agreement between processes (GRPO groups can span ranks)
-# ---------------------------------------------------------------------------------------------------
-
-
-def _process_group() -> tuple[int, int]:
-    """(rank, world size) of the default torch.distributed group, or (0, 1) when there is none."""
-    try:
-        import torch.distributed as dist
-    except ImportError:  # pragma: no cover - torch always ships it
-        return 0, 1
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def gather_flags(local: list[bool]) -> list[list[bool]]:
-    """Every process's ``local`` list, in rank order (the order TRL gathers rewards in)."""
-    _, world = _process_group()
-    if world == 1:
-        return [list(local)]
-    import torch.distributed as dist
-
-    gathered: list[Any] = [None] * world
-    dist.all_gather_object(gathered, list(local))
-    return [list(item) for item in gathered]
-
-
-def groups_to_drop(dropped: list[list[bool]], group_size: int) -> set[int]:
-    """Global indices of the groups (``group_size`` consecutive rows over all ranks) holding a dropped row.
-
-    >>> sorted(groups_to_drop([[False, False], [True, False]], group_size=4))
-    [0]
-    >>> sorted(groups_to_drop([[False, True, False, False]], group_size=2))
-    [0]
-    """
-    flat = [flag for rank_flags in dropped for flag in rank_flags]
-    size = max(1, int(group_size))
-    return {i // size for i, flag in enumerate(flat) if flag}
-
 
 # ---------------------------------------------------------------------------------------------------
 # The reward
@@ -212,7 +137,7 @@ class ConsistencyReward:
                 no_option += 1
             else:
                 rewards[i] = 1.0 if letter == parsed_answers[i] else 0.0
-        rank, _ = _process_group()
+        rank, _ = process_group()
         all_unreadable = gather_flags(unreadable)
         offset = sum(len(flags) for flags in all_unreadable[:rank])
         drop = groups_to_drop(all_unreadable, self.num_generations)
@@ -265,5 +190,50 @@ class ConsistencyReward:
         return [None] * n
 
 
-__all__ = ["CONSISTENCY_RULES", "ConsistencyReward", "check_consistency_rule", "gather_flags", "groups_to_drop",
-           "judge_completions"]
+# ---------------------------------------------------------------------------------------------------
+# The reward's entry in the reward table (Method.own_rewards), built when a run starts
+# ---------------------------------------------------------------------------------------------------
+
+
+def build_consistency_reward(judge: Any = None, reference_model: Any = "policy", policy_model: str | None = None,
+                             dtype: str = "auto", sees_letters: bool = False, scoring: str | None = None,
+                             attn_implementation: str | None = None, consistency_rule: str = "judge",
+                             **options: Any) -> ConsistencyReward:
+    """Build the consistency reward; ``judge`` (any object with ``.judge(...)``) wins over a model spec.
+    ``consistency_rule: shuffled-options`` has that judge (the reader) re-read each think with the options
+    shuffled and relabelled (``judge.shuffled_options``). ``options`` go to :class:`ConsistencyReward`."""
+    check_consistency_rule(consistency_rule, "consistency reward", "consistency_rule")  # before any model loads
+    if judge is None:
+        if policy_model is None and reference_model in (None, "policy"):
+            raise ValueError(
+                "the consistency reward needs policy_model (the starting policy) or a reference_model"
+            )
+        judge = build_judge(
+            reference_model, policy_model or "", dtype=dtype, sees_letters=sees_letters, scoring=scoring,
+            attn_implementation=attn_implementation,
+        )
+    if consistency_rule == "shuffled-options":
+        from embodied_r.judge.shuffled_options import ShuffledOptionsJudge
+
+        judge = ShuffledOptionsJudge(judge)
+    return ConsistencyReward(judge, **options)
+
+
+def _check_options(options: Mapping[str, Any], source: str) -> None:
+    """Recipe validation: the rule (the recipe's ``judge.rule``) exists; the judge itself is loaded and probed
+    when the run starts."""
+    check_consistency_rule(options.get("consistency_rule", "judge"), source)
+
+
+# Which run settings the reward reads: the model GRPO starts from (the default reference), a caller's judge
+# object, and the recipe section ``judge`` that chooses and configures the reference judge.
+CONSISTENCY_REWARD = RewardFactory(
+    build_consistency_reward,
+    settings={"policy_model": "policy_model", "judge": "judge", "reference_model": "judge.model",
+              "dtype": "dtype", "sees_letters": "judge.sees_letters", "scoring": "judge.scoring",
+              "attn_implementation": "attn_implementation", "consistency_rule": "judge.rule"},
+    check=_check_options,
+)
+
+
+__all__ = ["CONSISTENCY_REWARD", "ConsistencyReward", "build_consistency_reward"]

@@ -26,6 +26,7 @@ from embodied_r.methods.embodied_r.frame_text import (
     user_text,
     video_frames,
 )
+from embodied_r.methods.embodied_r.prompts import latest_frame_action
 
 
 def last_action_quote(row: PromptRow, frames: Sequence[Frame]) -> str:
@@ -89,3 +90,25 @@ def evidence_quote(row: PromptRow) -> str:
     quote = QUOTES.get(row.task)
     frames = video_frames(user_text(row)) if quote else []
     return quote(row, frames) if frames and quote else ""
+
+
+def think_quote(row: PromptRow, style: str) -> str:
+    r"""What a format warm-up think opens with under ``style`` (``Method.think_quote``, training/warmup.py):
+    the evidence quote under ``evidence``, the latest frame's action under ``latest-frame``, "" otherwise.
+    A prompt without frame lines has no latest frame to quote: a ValueError saying what to use instead.
+
+    >>> text = "Frame 0: Observe: a sofa.\nFrame 1: After Rotate left, Observe: a door.\nQuestion: x"
+    >>> think_quote(PromptRow("q", "route_planning", [{"role": "user", "content": text}], "A", "choice"),
+    ...             "latest-frame")
+    ' The latest frame: After Rotate left.'
+    """
+    if style == "evidence":
+        quote = evidence_quote(row)
+        return f" {quote}" if quote else ""
+    if style != "latest-frame":
+        return ""
+    action = latest_frame_action(str(row.prompt[-1].get("content") or ""))
+    if action is None:
+        raise ValueError(f"format_warmup.think latest-frame quotes the last 'Frame k:' line of an Embodied-R "
+                         f"prompt; row {row.id!r} has none (use option-first for other prompts)")
+    return f" The latest frame: {action}."

@@ -14,7 +14,6 @@ so the question still needs a computation rather than a look-up.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -136,27 +135,3 @@ def open_prompt_row(record: QARecord) -> PromptRow | None:
                      prompt=messages, answer=_xyz(record.meta["target_xyz"]), answer_type="position",
                      options=None, meta={"prompt_version": PROMPT_VERSION, "path": "text",
                                          "image": record.meta["image"]})
-
-
-def trl_vl_example(row: dict[str, Any], dataset_dir: str | Path) -> dict[str, Any]:
-    """A prompts_vl.jsonl row as TRL's GRPOTrainer wants it for a VLM: string-content messages (TRL
-    inserts the image token before the first user turn) and the PIL image in ``image``."""
-    from PIL import Image
-
-    messages = []
-    image_path = None
-    for message in row["prompt"]:
-        content = message["content"]
-        if isinstance(content, list):
-            image_path = next(part["image"] for part in content if part.get("type") == "image")
-            content = "\n".join(part["text"] for part in content if part.get("type") == "text")
-        messages.append({"role": message["role"], "content": content})
-    if image_path is None:
-        raise ValueError(f"row {row.get('id')}: no image entry in the prompt; is this prompts_vl.jsonl?")
-    full = Path(dataset_dir) / image_path
-    if not full.is_file():
-        raise FileNotFoundError(f"row {row.get('id')}: image {full} not found; regenerate the dataset")
-    with Image.open(full) as image:
-        rgb = image.convert("RGB")
-    return {"prompt": messages, "image": rgb, "answer": row["answer"], "options": row["options"],
-            "answer_type": row["answer_type"], "task": row["task"], "id": row["id"]}

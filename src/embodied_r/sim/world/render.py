@@ -47,9 +47,10 @@ def camera_forward(yaw_deg: float, pitch_deg: float) -> np.ndarray:
 
 
 class WorldRenderer:
-    """Renders one scene from camera poses. Use as a context manager so GL contexts are released.
+    """Renders one scene from camera poses. Use as a context manager so GL contexts are released::
 
-    >>> # with WorldRenderer(scene, 320, 240) as r: rgb, counts = r.render(pose)
+        with WorldRenderer(scene, 320, 240) as renderer:
+            rgb, counts = renderer.render(pose)
     """
 
     def __init__(self, scene: Scene, width: int, height: int, seg_scale: int = 2, shadows: bool = False,

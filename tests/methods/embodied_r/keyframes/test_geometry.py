@@ -3,9 +3,6 @@ frame picker and the official resampling rule."""
 
 from __future__ import annotations
 
-import doctest
-import importlib
-
 import cv2
 import numpy as np
 import pytest
@@ -19,13 +16,6 @@ from embodied_r.methods.embodied_r.keyframes.sampling import (
     select_indices,
     uniform_targets,
 )
-
-
-@pytest.mark.parametrize("name", [f"embodied_r.methods.embodied_r.keyframes.{m}"
-                                  for m in ("overlap", "sampling", "selection")])
-def test_docstring_examples(name: str) -> None:
-    result = doctest.testmod(importlib.import_module(name))
-    assert result.attempted > 0 and result.failed == 0
 
 
 def rasterised(homography: np.ndarray, width: int, height: int) -> float:

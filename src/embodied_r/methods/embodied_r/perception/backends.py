@@ -1,4 +1,4 @@
-"""Perception backends behind one ``typing.Protocol``, and the simulator oracle.
+"""The protocol every perception backend implements.
 
 A backend receives an iterable of :class:`FrameRequest` (one per key frame to describe) and calls
 ``on_result(request, FrameResult)`` as each one finishes, in any order, possibly from another thread.
@@ -8,23 +8,19 @@ them; reporting each result at once lets the runner cache it immediately (a kill
 - ``openai`` (:mod:`embodied_r.inference.openai_client`): any OpenAI-compatible chat server.
 - ``transformers`` (:mod:`embodied_r.methods.embodied_r.perception.local_vlm`): a local
   Qwen2.5-VL-family model, batched.
-- ``oracle`` (here): the synthetic world's ground truth, so the pipeline runs with no VLM at all.
+- ``oracle`` (:mod:`embodied_r.sim.world.oracle_backend`): the synthetic world's ground truth, so the
+  pipeline runs with no VLM at all. It lives with the simulator, which this method never imports.
 
 ``embodied_r.methods.embodied_r.perception.factory.make_backend`` builds one by name.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from embodied_r.core.io import DataFileError
-from embodied_r.inference.requests import FrameRequest, FrameResult, OnResult
+from embodied_r.inference.requests import FrameRequest, OnResult
 
-logger = logging.getLogger(__name__)
 
 @runtime_checkable
 class PerceptionBackend(Protocol):
@@ -43,52 +39,3 @@ class PerceptionBackend(Protocol):
     def settings(self) -> dict[str, Any]: ...
 
     def run(self, requests: Iterable[FrameRequest], on_result: OnResult) -> None: ...
-
-
-# ---------------------------------------------------------------------------------------------------
-# Oracle
-# ---------------------------------------------------------------------------------------------------
-
-
-class OracleBackend:
-    """Ground-truth perception from the synthetic world generator (``embodied_r.sim.world.oracle``).
-
-    ``dataset_dir`` is the folder holding ``questions.jsonl``, ``scenes.json`` and ``poses/``;
-    ``noise`` (an ``OracleNoise``) and ``seed`` are passed through to ``oracle_frames``. A question the
-    oracle cannot describe (no poses for its scene) becomes a failed result naming the problem."""
-
-    name = "oracle"
-    model = "simulator"
-    needs_images = False
-    per_question = True
-
-    def __init__(self, dataset_dir: str | Path, noise: Any = None, seed: int = 0) -> None:
-        self.dataset_dir = Path(dataset_dir)
-        self.noise = noise
-        self.seed = seed
-
-    def settings(self) -> dict[str, Any]:
-        noise = dataclasses.asdict(self.noise) if dataclasses.is_dataclass(self.noise) else self.noise
-        return {"noise": noise, "seed": self.seed}
-
-    def run(self, requests: Iterable[FrameRequest], on_result: OnResult) -> None:
-        from embodied_r.sim.world.oracle import oracle_frames
-
-        memo: dict[str, list[dict[str, Any]]] = {}
-        for request in requests:
-            qa = request.context["qa"]
-            timestamps = request.context["timestamps"]
-            if request.qa_id not in memo:
-                try:
-                    memo[request.qa_id] = oracle_frames(self.dataset_dir, qa, list(timestamps),
-                                                        noise=self.noise, seed=self.seed)
-                except (DataFileError, ValueError) as exc:
-                    on_result(request, FrameResult(error=f"oracle: {exc}"))
-                    continue
-                if len(memo[request.qa_id]) != len(timestamps):
-                    raise RuntimeError(f"oracle_frames returned {len(memo[request.qa_id])} frames for "
-                                       f"{len(timestamps)} timestamps (question {request.qa_id})")
-            frame = dict(memo[request.qa_id][request.frame_index])
-            if request.frame_index == 0:
-                frame["action"] = None
-            on_result(request, FrameResult(text=str(frame.get("raw", "")), frame=frame))

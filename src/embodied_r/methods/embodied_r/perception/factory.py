@@ -1,13 +1,24 @@
-"""Perception backends by name: the one place that knows every implementation (backends.py holds the
-protocol and the oracle; the others import it, so the factory sits above them all)."""
+"""Perception backends by name: the one place that knows every implementation.
+
+Each is named by its ``"module:attr"`` path and imported only when asked for, so that listing them costs
+nothing and the method never imports the simulator: the ``oracle`` backend reads a synthetic dataset's
+ground truth and lives with the simulator (``embodied_r.sim.world.oracle_backend``).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from embodied_r.methods.embodied_r.perception.backends import OracleBackend, PerceptionBackend
+from embodied_r.methods import import_path
+from embodied_r.methods.embodied_r.perception.backends import PerceptionBackend
 
-BACKENDS: tuple[str, ...] = ("oracle", "openai", "transformers")
+# name -> the backend class, as a "module:attr" path (methods.import_path).
+BACKEND_PATHS: dict[str, str] = {
+    "oracle": "embodied_r.sim.world.oracle_backend:OracleBackend",
+    "openai": "embodied_r.inference.openai_client:OpenAIBackend",
+    "transformers": "embodied_r.methods.embodied_r.perception.local_vlm:TransformersBackend",
+}
+BACKENDS: tuple[str, ...] = tuple(BACKEND_PATHS)
 
 
 def make_backend(name: str, **options: Any) -> PerceptionBackend:
@@ -20,14 +31,7 @@ def make_backend(name: str, **options: Any) -> PerceptionBackend:
     ...
     ValueError: unknown perception backend 'nope'; choose one of ('oracle', 'openai', 'transformers')
     """
-    if name == "oracle":
-        return OracleBackend(**options)
-    if name == "openai":
-        from embodied_r.inference.openai_client import OpenAIBackend
-
-        return OpenAIBackend(**options)
-    if name == "transformers":
-        from embodied_r.methods.embodied_r.perception.local_vlm import TransformersBackend
-
-        return TransformersBackend(**options)
-    raise ValueError(f"unknown perception backend {name!r}; choose one of {BACKENDS}")
+    if name not in BACKEND_PATHS:
+        raise ValueError(f"unknown perception backend {name!r}; choose one of {BACKENDS}")
+    backend: PerceptionBackend = import_path(BACKEND_PATHS[name])(**options)
+    return backend

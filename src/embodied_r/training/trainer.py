@@ -1,0 +1,326 @@
+"""The GRPO trainer: TRL's ``GRPOTrainer`` with what this project's runs add, for any method's rows.
+
+- sample completions of every generation batch with their per-function rewards (``samples.jsonl``) and the
+  share of prompt groups each reward function leaves without signal (``zero_variance_groups/<name>``);
+- a prefilled assistant turn (``completion_prefix``) and left truncation of prompts (``context_rule
+  truncate-left-tokens``);
+- each group's shared prompt encoded once, in sampling (training/prefix_generation.py) and in the
+  log-probability passes (training/shared_prefix.py), with the same values as TRL's per-row encoding;
+- token-budgeted backward passes and activation checkpointing by size (training/token_budget.py), and
+  rows with advantage 0 left out of the update (training/zero_advantage.py).
+
+The run set-up (recipe -> config, rewards, data, this trainer) is training/grpo.py.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from trl import GRPOTrainer
+from trl.extras.profiling import profiling_context
+from trl.models import unwrap_model_for_generation
+
+from embodied_r.core.columns import with_completion_prefix
+from embodied_r.training import prefix_generation, shared_prefix, token_budget, zero_advantage
+from embodied_r.training.callbacks import record_samples, sample_rows, zero_variance_shares
+from embodied_r.training.recipe import RecipeError
+
+logger = logging.getLogger(__name__)
+
+
+def _every_row(inputs: Any) -> list[int]:
+    return list(range(inputs["prompt_ids"].size(0)))
+
+
+class ReasonerGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` that also records sample completions and per-function zero-variance shares, and
+    can prefill the assistant turn (``completion_prefix``) and encodes each group's shared prompt once in
+    the log-probability passes (``shared_prefix_update``, training/shared_prefix.py)."""
+
+    samples_path: Path | None = None
+    samples_per_batch: int = 0
+    completion_prefix: str = ""
+    shared_prefix_update: bool = True
+    shared_prefix_generation: bool = True
+    max_train_batch_tokens: int | None = None
+    checkpoint_over_tokens: int | None = None
+    zero_variance_groups: str = "skip"  # rows with advantage 0: update | skip | drop (training/zero_advantage.py)
+    left_truncate_to: int | None = None  # prompt tokens kept from the right (context_rule truncate-left-tokens)
+
+    def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False,
+                     num_items_in_batch: Any = None) -> Any:
+        # With max_train_batch_tokens, a micro-batch over the budget is differentiated in slices
+        # (training/token_budget.py): every slice but the last runs its backward here, the last one's loss
+        # is returned for the Trainer's backward, carrying the others' values for the logged loss. A
+        # micro-batch whose largest slice is over checkpoint_over_tokens is computed with activation
+        # checkpointing. Rows with advantage 0 are left out or dropped (zero_variance_groups,
+        # training/zero_advantage.py).
+        inputs, live = self._rows_to_update(model, inputs, return_outputs)
+        slices, checkpoint = self._update_plan(model, inputs)
+        if live is not None:
+            kept = set(live)
+            slices = [[r for r in rows if r in kept] for rows in slices or [_every_row(inputs)]]
+            slices = [rows for rows in slices if rows]
+            if not slices:
+                # Nothing moves a weight this step. On one process no pass is needed at all; across processes
+                # one row at scale 0 keeps every parameter in the graph, as a distributed backward needs.
+                if self.accelerator.num_processes == 1:
+                    return torch.zeros((), device=inputs["prompt_ids"].device, requires_grad=True)
+                return self._scaled_slice_loss(model, inputs, [0]) * 0.0
+        with token_budget.activation_checkpointing(model, checkpoint):
+            if len(slices) <= 1 and (live is None or len(slices[0]) == inputs["prompt_ids"].size(0)):
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            done = None
+            for rows in slices[:-1]:
+                with self.accelerator.no_sync(model):  # gradients are reduced once, with the last slice
+                    part = self._scaled_slice_loss(model, inputs, rows)
+                    self.accelerator.backward(part)
+                done = part.detach() if done is None else done + part.detach()
+            last = self._scaled_slice_loss(model, inputs, slices[-1])
+            return last if done is None else last + done
+
+    def _rows_to_update(self, model: Any, inputs: Any, return_outputs: bool) -> tuple[Any, list[int] | None]:
+        """(the inputs the update sees, the rows of them to differentiate or None for all): ``skip`` leaves
+        out rows with advantage 0 (same gradient); ``drop`` also removes the groups whose rewards did not
+        vary from the loss's normaliser (DAPO's dynamic sampling without resampling)."""
+        if self.zero_variance_groups == "update" or not (model.training and torch.is_grad_enabled()):
+            return inputs, None
+        reason = ("beta > 0: a zero-advantage row still carries the KL term" if self.beta != 0
+                  else "outputs are requested" if return_outputs
+                  else token_budget.unsupported_reason(self, inputs))
+        if reason is not None:
+            self._note_once(f"zero-advantage:{reason}", logging.INFO,
+                            "zero_variance_groups %s not applied (%s): every row is updated",
+                            self.zero_variance_groups, reason)
+            return inputs, None
+        if self.zero_variance_groups == "drop":
+            problem = zero_advantage.drop_unsupported_reason(self.loss_type, self.args.steps_per_generation,
+                                                             self.accelerator.num_processes)
+            if problem is not None:
+                raise RecipeError(f"zero_variance_groups: drop is not defined for {problem}; use skip")
+            groups = shared_prefix.find_groups(inputs["prompt_ids"].cpu(), inputs["prompt_mask"].cpu())
+            varying = zero_advantage.rows_of_varying_groups(inputs, groups)
+            if not varying:
+                return inputs, []
+            inputs = zero_advantage.renormalised(inputs, varying, token_budget.take_rows)
+        return inputs, zero_advantage.rows_with_advantage(inputs)
+
+    def _generate(self, prompts: list) -> Any:
+        # TRL generates in the weights' dtype; with float32 weights and bf16 passes (training/precision.py)
+        # sampling runs in bf16 autocast too, as fast as bf16 weights. vLLM generates on its own copy.
+        if self.use_vllm:
+            return super()._generate(prompts)
+        with self.accelerator.autocast():
+            return super()._generate(prompts)
+
+    def _generate_single_turn(self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: Any,
+                              has_tool_images: bool = False) -> Any:
+        # Each group's prompt encoded once before sampling (training/prefix_generation.py); vLLM and TRL's
+        # continuous batching keep their own paths.
+        if self.use_vllm or self.use_transformers_continuous_batching:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        reason = ("shared_prefix_generation is off" if not self.shared_prefix_generation else
+                  prefix_generation.unsupported_reason(self.model, self.generation_config,
+                                                       bool(multimodal_fields) or has_tool_images
+                                                       or any(images or [])))
+        if reason is not None:
+            self._note_once(f"generation:{reason}", logging.INFO, "shared-prefix generation not used (%s): TRL "
+                            "encodes the prompt once per completion", reason)
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        with (profiling_context(self, "transformers.generate"),
+              unwrap_model_for_generation(self.model_wrapped, self.accelerator,
+                                          gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                                          generation_kwargs=self.generation_kwargs,
+                                          gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs
+                                          ) as unwrapped,
+              torch.no_grad(),
+              self._dist.summon_full_params(self.model_wrapped, recurse=False)):
+            completions = prefix_generation.generate_sharing_prompts(unwrapped, [list(p) for p in prompt_ids],
+                                                                     self.generation_config, self.eos_token_ids)
+        return completions, None  # TRL's transformers path has no sampling log-probabilities either
+
+    def _scaled_slice_loss(self, model: Any, inputs: Any, rows: list[int]) -> Any:
+        part = super().compute_loss(model, token_budget.take_rows(inputs, rows))
+        return part * token_budget.slice_scale(self.loss_type, inputs, rows)
+
+    def _update_plan(self, model: Any, inputs: Any) -> tuple[list[list[int]], bool]:
+        """(row slices for this micro-batch's backward, or [] to differentiate it whole; whether to
+        checkpoint activations). Packed slices whose attention would hold too much for the backward pass
+        take the per-row path (shared_prefix.stock_path_reason), so they are sized for it."""
+        if not (model.training and torch.is_grad_enabled()):
+            return [], False
+        width = inputs["prompt_ids"].size(1) + inputs["completion_ids"].size(1)
+        packed = self.shared_prefix_update and shared_prefix.unsupported_reason(model, width) is None
+        slices, checkpoint = self._plan_for(model, inputs, packed)
+        if packed:
+            # Measured before checkpointing is switched on: all layers' probabilities, of which a checkpointed
+            # pass holds one layer's at a time.
+            layers = shared_prefix.unwrap(model).config.get_text_config().num_hidden_layers if checkpoint else 1
+            if any(self._dense_attention_bytes(model, inputs, rows) / layers > shared_prefix.MAX_DENSE_ATTENTION_BYTES
+                   for rows in slices or [_every_row(inputs)]):
+                slices, checkpoint = self._plan_for(model, inputs, packed=False)
+        if len(slices) > 1:
+            self._note_once("budget:sliced", logging.INFO,
+                            "max_train_batch_tokens %d: micro-batches over it are differentiated in slices "
+                            "(first: %d rows x %d tokens in %d slices); the gradient is the same",
+                            self.max_train_batch_tokens, inputs["prompt_ids"].size(0), width, len(slices))
+        if checkpoint:
+            self._note_once("checkpoint", logging.INFO,
+                            "checkpoint_over_tokens %d: a backward pass over more tokens recomputes activations "
+                            "layer by layer instead of keeping them; the gradient is the same",
+                            self.checkpoint_over_tokens)
+        return slices, checkpoint
+
+    def _plan_for(self, model: Any, inputs: Any, packed: bool) -> tuple[list[list[int]], bool]:
+        """Slices by ``max_train_batch_tokens`` and the checkpointing decision, for one layout."""
+        groups = token_budget.prompt_groups(inputs, packed)
+        slices = self._budget_slices(inputs, groups)
+        largest = max(token_budget.slice_tokens(groups, rows) for rows in slices or [_every_row(inputs)])
+        limit = self.checkpoint_over_tokens
+        checkpoint = limit is not None and largest > limit and not shared_prefix.checkpointing_active(model)
+        return slices, checkpoint
+
+    def _budget_slices(self, inputs: Any, groups: list[token_budget.Group]) -> list[list[int]]:
+        """Row slices within ``max_train_batch_tokens``, or [] to differentiate the micro-batch whole."""
+        budget = self.max_train_batch_tokens
+        if budget is None:
+            return []
+        width = inputs["prompt_ids"].size(1) + inputs["completion_ids"].size(1)
+        rows = inputs["prompt_ids"].size(0)
+        if rows * width <= budget:
+            return []  # fits even unpacked: nothing to decide
+        reason = token_budget.unsupported_reason(self, inputs)
+        if reason is not None:
+            self._note_once(f"budget:{reason}", logging.WARNING,
+                            "max_train_batch_tokens not applied (%s): this micro-batch of %d rows x %d tokens "
+                            "is differentiated whole", reason, rows, width)
+            return []
+        slices = token_budget.plan_slices(groups, budget)
+        return slices if len(slices) > 1 else []
+
+    def _get_per_token_logps_and_entropies(
+        self,
+        model: Any,
+        input_ids: Any,
+        attention_mask: Any,
+        logits_to_keep: int,
+        batch_size: int | None = None,
+        compute_entropy: bool = False,
+        compute_aux_loss: bool = False,
+        **extra_inputs: Any,
+    ) -> Any:
+        # The policy loss, the reference model and the old log-probabilities all come through here. Packing
+        # changes no value (shared_prefix.py); whatever it cannot reproduce exactly goes to TRL's method.
+        reason, groups = shared_prefix.OFF, []
+        if self.shared_prefix_update:
+            reason, groups = shared_prefix.stock_path_reason(
+                model, input_ids, attention_mask, logits_to_keep, compute_aux_loss, extra_inputs
+            )
+        if reason is not None:
+            self._note_stock_path(reason)
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
+                compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra_inputs,
+            )
+        head = shared_prefix.compact_head(model, input_ids.device, self.temperature, self.args.cast_lm_head_to_fp32)
+        logps, entropies = shared_prefix.shared_prefix_logps(
+            model, input_ids, attention_mask, logits_to_keep, groups, batch_size=batch_size,
+            compute_entropy=compute_entropy, autocast=self.accelerator.autocast, head=head,
+        )
+        return logps, entropies, None
+
+    @staticmethod
+    def _dense_attention_bytes(model: Any, inputs: Any, rows: list[int]) -> int:
+        mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+        groups = shared_prefix.find_groups(inputs["prompt_ids"][rows].cpu(), inputs["prompt_mask"][rows].cpu())
+        return shared_prefix.dense_attention_bytes(model, [[rows[i] for i in g] for g in groups], mask.cpu(),
+                                                   inputs["completion_mask"].size(1))
+
+    def _note_stock_path(self, reason: str) -> None:
+        """Log once per distinct reason why a batch took TRL's per-row path."""
+        level = logging.INFO if reason in shared_prefix.ROUTINE_REASONS else logging.WARNING
+        self._note_once(f"prefix:{reason}", level, "shared-prefix update not used (%s): TRL encodes the prompt "
+                        "once per completion for such batches; the loss is the same", reason)
+
+    @property
+    def stock_path_reasons(self) -> list[str]:
+        """Why batches of this run took TRL's per-row path instead of the shared-prefix one (each reason once)."""
+        noted = self.__dict__.get("_noted", ())
+        return sorted(key.removeprefix("prefix:") for key in noted if key.startswith("prefix:"))
+
+    def _note_once(self, key: str, level: int, message: str, *args: Any) -> None:
+        noted = self.__dict__.setdefault("_noted", set())
+        if key not in noted:
+            noted.add(key)
+            logger.log(level, message, *args)
+
+    def _tokenize_prompts(self, prompts: list) -> Any:
+        # TRL 1.16 renders conversational prompts with add_generation_prompt=True and has no option to
+        # continue a final assistant message, so the prefix's tokens are appended to the rendered
+        # prompt here. They stay on the prompt side: never sampled, never in the policy loss. Both the
+        # transformers and the vLLM generation paths start from these ids.
+        prompt_ids, images, multimodal_fields = super()._tokenize_prompts(prompts)
+        if self.completion_prefix:
+            if multimodal_fields:
+                raise RecipeError(
+                    "completion_prefix supports text-only prompts (this batch has image inputs)"
+                )
+            extra = self._tokenizer(self.completion_prefix, add_special_tokens=False)["input_ids"]
+            prompt_ids = [list(ids) + list(extra) for ids in prompt_ids]
+        if self.left_truncate_to is not None:
+            # context_rule truncate-left-tokens: the official trainer keeps the last N prompt tokens.
+            if multimodal_fields:
+                raise RecipeError("context_rule truncate-left-tokens supports text-only prompts")
+            prompt_ids = [list(ids)[-self.left_truncate_to:] for ids in prompt_ids]
+        return prompt_ids, images, multimodal_fields
+
+    def _calculate_rewards(
+        self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any
+    ) -> Any:
+        # Rewards judge the whole assistant turn, prefix included (format rules are anchored at "<think>").
+        completions = with_completion_prefix(completions, self.completion_prefix)
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        mode = "train" if self.model.training else "eval"
+        generations = self.num_generations if mode == "train" else self.num_generations_eval
+        if generations and rewards.shape[0] % generations == 0:
+            for name, share in zero_variance_shares(
+                rewards.cpu(), generations, self.reward_func_names
+            ).items():
+                self._metrics[mode][name].append(share)
+        if self.samples_path is not None and self.samples_per_batch:
+            self._record_samples(inputs, completions, rewards)
+        return rewards
+
+    def _record_samples(self, inputs: Any, completions: Any, rewards: Any) -> None:
+        """``samples_per_batch`` completions of the whole generation batch, taken from every process in
+        turn (TRL gathers the rewards in rank order, so process r's rows start at r x its batch)."""
+        local = sample_rows(inputs, completions, self.samples_per_batch)
+        processes = self.accelerator.num_processes
+        per_process = len(completions)
+        if processes > 1:
+            from accelerate.utils import gather_object
+
+            gathered = gather_object([(self.accelerator.process_index, row) for row in local])  # every rank
+        else:
+            gathered = [(0, row) for row in local]
+        if not self.accelerator.is_main_process:
+            return
+        by_rank: dict[int, list[dict[str, Any]]] = {}
+        for rank, row in gathered:
+            by_rank.setdefault(rank, []).append(row)
+        # Round-robin over the processes, so a small limit still shows every rank's prompts.
+        samples = []
+        for offset in range(max((len(v) for v in by_rank.values()), default=0)):
+            for rank in sorted(by_rank):
+                if offset < len(by_rank[rank]):
+                    samples.append((rank * per_process + offset, by_rank[rank][offset]))
+        record_samples(self.samples_path, int(self.state.global_step) + 1, samples, rewards.cpu(),
+                       self.reward_func_names, self.reward_weights.tolist(), self.samples_per_batch)
+
+
+__all__ = ["ReasonerGRPOTrainer"]
