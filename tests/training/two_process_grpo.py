@@ -125,8 +125,8 @@ def install_recorders(record: dict[str, Any], record_dir: Path) -> None:
 
 def main() -> int:
     from accelerate import PartialState
-    from conftest import length_reward  # tests/training/conftest.py: a reward that varies in every group
 
+    from conftest import length_reward  # tests/training/conftest.py: a reward that varies in every group
     from embodied_r.cli.main import main as cli_main
     from embodied_r.methods.rewards import register_reward
 
