@@ -421,3 +421,14 @@ def test_training_md_lists_every_key_of_the_judge_section() -> None:
     table = text[text.index("| `judge.` key |"):] if "| `judge.` key |" in text else ""
     rows = re.findall(r"^\| `(\w+)` \|", table.split("\n\n")[0], re.MULTILINE)
     assert rows == [f.name for f in dataclasses.fields(JudgeSection)], f"docs/training.md's judge table: {rows}"
+
+
+def test_no_code_or_recipe_cites_the_research_notes() -> None:
+    """The research notes are not part of the repository: code and recipes state the fact or cite the paper."""
+    cites = re.compile(r"research/\w+\.md")
+    assert cites.search("(" + "research/" + "embodied_r.md §7)")
+    problems = [f"{path.relative_to(ROOT)}:{n}" for folder in ("src", "benchmarks", "recipes")
+                for path in sorted((ROOT / folder).rglob("*")) if path.suffix in (".py", ".yaml", ".sh")
+                for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+                if cites.search(line)]
+    assert not problems, "citations of the research notes:\n" + "\n".join(problems)

@@ -1,6 +1,6 @@
 """Both arms of the paper's comparison side by side: the cascade (a reasoner reading frame descriptions)
 and a vision-language model reading the key frames themselves (Embodied-R's ablation: 51.1 % against
-43.8 %, research/embodied_r.md §7).
+43.8 %, Zhao et al., 2025, Fig. 4e).
 
 An eval run's arm is its input (``metrics.json`` ``input``): ``text`` rows are the cascade's, ``image``
 rows the VLM's. ``build-prompts --input keyframes`` gives the VLM arm the same question ids as the text

@@ -25,7 +25,7 @@ from embodied_r.core.io import DataFileError
 PIXEL_MULTIPLE = 28
 # 256 tokens a frame for Qwen2.5-VL: 32 key frames (the paper's clamp) take 8,192 image tokens.
 DEFAULT_MAX_PIXELS = 256 * PIXEL_MULTIPLE * PIXEL_MULTIPLE
-DEFAULT_MAX_FRAMES = 32  # Embodied-R clamps key frames to [4, 32] (research/embodied_r.md §2.1)
+DEFAULT_MAX_FRAMES = 32  # Embodied-R clamps key frames to [4, 32] (Zhao et al., 2025)
 JPEG_QUALITY = 95
 
 

@@ -1,6 +1,6 @@
 """Key-frame prompt rows: the paper's other arm, a vision-language model reading the key frames themselves.
 
-Embodied-R's ablation (research/embodied_r.md §7, Fig. 4e) trains Qwen2.5-VL-3B with RL on the video
+Embodied-R's ablation (Zhao et al., 2025, Fig. 4e) trains Qwen2.5-VL-3B with RL on the video
 directly (43.8 % test accuracy) against the cascade's 51.1 %. These rows are that arm's input, built from
 exactly what the cascade's text rows are built from, so the two arms answer the same questions:
 
