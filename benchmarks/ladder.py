@@ -11,7 +11,8 @@ the same warm-up share it:
    id), so one evaluation stays cheap;
 2. the format warm-up (random answers; ``--warmup-think`` says what its think quotes), once per setting;
 3. per seed: GRPO from the warm-up (``embodied-r train``) and, with ``--sft``, supervised fine-tuning on
-   the gold answers with the same rows, steps and seed;
+   the gold answers with the same rows, steps and seed; with ``--grpo-from-sft`` GRPO starts from that
+   seed's SFT model instead (what GRPO adds after SFT; its "GRPO - SFT" column compares the two);
 4. every model evaluated on ``--split`` (dev while choosing, test once per final arm) with
    ``embodied-r eval`` and the baselines random, letter prior (fit on train), **blind** (the same model
    with the video text removed) and **text rule** (the best simple rule over the perception text; its
@@ -205,9 +206,12 @@ def grpo_recipe(args: argparse.Namespace, train: Path, start: Path, out: Path, s
 def arm_settings(args: argparse.Namespace, train: Path, start: Path) -> dict[str, Any]:
     """What an arm is, apart from its seeds: the recipe (seed 0's, paths included) and the warm-up."""
     recipe = grpo_recipe(args, train, start, args.out / "arms" / args.arm / "seedN", 0)
-    return {"recipe": {k: v for k, v in recipe.items() if k not in SEED_KEYS}, "warmup": warmup_name(args),
-            "sft": {"steps": args.steps, "batch_size": args.prompts, "learning_rate": args.sft_learning_rate}
-            if args.sft else None}
+    if args.grpo_from_sft:
+        recipe["model"] = str(args.out / "arms" / args.arm / "sft-seed{seed}" / "warmup" / "model")
+    settings = {"recipe": {k: v for k, v in recipe.items() if k not in SEED_KEYS}, "warmup": warmup_name(args),
+                "sft": {"steps": args.steps, "batch_size": args.prompts, "learning_rate": args.sft_learning_rate}
+                if args.sft else None}
+    return {**settings, "grpo_from": "sft"} if args.grpo_from_sft else settings
 
 
 def freeze_arm(args: argparse.Namespace, settings: dict[str, Any]) -> None:
@@ -216,7 +220,8 @@ def freeze_arm(args: argparse.Namespace, settings: dict[str, Any]) -> None:
     path = args.out / "arms" / args.arm / "settings.json"
     if path.is_file():
         before = read_json(path)
-        if before["recipe"] != json.loads(json.dumps(settings["recipe"])) or before["warmup"] != settings["warmup"]:
+        if (before["recipe"] != json.loads(json.dumps(settings["recipe"])) or before["warmup"] != settings["warmup"]
+                or before.get("grpo_from") != settings.get("grpo_from")):
             raise SystemExit(f"arm {args.arm!r} was run with other settings ({path}); choose another --arm name")
         if settings["sft"] is not None and before.get("sft") not in (None, settings["sft"]):
             raise SystemExit(f"arm {args.arm!r} ran SFT with {before['sft']}; choose another --arm name")
@@ -354,7 +359,8 @@ def summarise(out: Path, split: str) -> dict[str, Any]:
         settings = read_json(out / "arms" / arm / "settings.json")
         recipes = {f"seed{s}": yaml.safe_load((out / "arms" / arm / f"seed{s}" / "recipe.yaml").read_text())
                    for s in entry["grpo"]}
-        check_poolable(recipes, ignore=SEED_KEYS)  # seeds of one arm differ in nothing else
+        # Seeds of one arm differ in nothing else (GRPO after SFT starts from each seed's own SFT model).
+        check_poolable(recipes, ignore=SEED_KEYS + (("model",) if settings.get("grpo_from") == "sft" else ()))
         warm = result["warmups"].get(settings["warmup"])
         table = {}
         for task in tasks:
@@ -480,6 +486,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     arm.add_argument("--learning-rate", type=float, default=1.0e-5)
     arm.add_argument("--sft", action="store_true", help="also fine-tune on the gold answers, per seed")
     arm.add_argument("--sft-learning-rate", type=float, default=1.0e-4)
+    arm.add_argument("--grpo-from-sft", action="store_true",
+                     help="start each GRPO seed from that seed's SFT model (needs --sft): what GRPO adds after SFT")
     arm.add_argument("--max-new-tokens", type=int, default=64, help="completion budget, training and eval")
     arm.add_argument("--set", action="append", default=[], help="GRPO recipe override key=value")
     arm.add_argument("--dtype", default="float32", choices=("auto", "float32", "bfloat16"),
@@ -488,6 +496,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if len(args.ratios) != 3 or abs(sum(args.ratios) - 1) > 1e-6 or min(args.ratios) <= 0:
         parser.error("--ratios needs three positive shares summing to 1 (train, dev, test)")
+    if args.grpo_from_sft and not args.sft:
+        parser.error("--grpo-from-sft starts GRPO from the SFT models: add --sft")
     args.part = args.split + ("+" + "+".join(sorted(args.eval_tasks.split(","))) if args.eval_tasks else "")
     try:
         args.seed_list = [int(s) for s in args.seeds.split(",")]
@@ -514,12 +524,15 @@ def main(argv: list[str] | None = None) -> int:
     evaluated = eval_rows(args, files)
     evaluate(args, f"warmup-{warmup_name(args)}", start, evaluated, files["train"], progress)
     for seed in args.seed_list:
-        evaluate(args, f"{args.arm}-seed{seed}", train_seed(args, train, start, seed, progress),
-                 evaluated, files["train"], progress)
+        sft = None
         if args.sft:
+            sft = supervised_seed(args, train, start, seed, progress)
             # The table compares GRPO, not SFT, with its blind self: SFT's evaluation skips that pass.
-            evaluate(args, f"{args.arm}-sft-seed{seed}", supervised_seed(args, train, start, seed, progress),
-                     evaluated, files["train"], progress, baselines=EVAL_BASELINES.replace(",blind", ""))
+            evaluate(args, f"{args.arm}-sft-seed{seed}", sft, evaluated, files["train"], progress,
+                     baselines=EVAL_BASELINES.replace(",blind", ""))
+        grpo_start = sft if args.grpo_from_sft and sft is not None else start
+        evaluate(args, f"{args.arm}-seed{seed}", train_seed(args, train, grpo_start, seed, progress),
+                 evaluated, files["train"], progress)
     return report(args)
 
 

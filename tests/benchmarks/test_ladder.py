@@ -154,3 +154,34 @@ def test_eval_tasks_takes_every_question_of_those_types_from_the_split_evaluated
     with pytest.raises(SystemExit, match="no test questions"):
         ladder.eval_rows(ladder.parse_args(["--out", str(tmp_path), "--split", "test", "--eval-tasks",
                                             "route_planning"]), {})
+
+
+def test_grpo_after_sft_starts_each_seed_from_its_own_sft_model(ladder: ModuleType, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        ladder.parse_args(["--out", str(tmp_path), "--grpo-from-sft"])  # there is no SFT model to start from
+    args = ladder.parse_args(["--out", str(tmp_path), "--arm", "after", "--sft", "--grpo-from-sft"])
+    settings = ladder.arm_settings(args, tmp_path / "train.jsonl", tmp_path / "warmup")
+    assert settings["grpo_from"] == "sft"
+    assert settings["recipe"]["model"].endswith("after/sft-seed{seed}/warmup/model")
+    ladder.freeze_arm(args, settings)
+    plain = ladder.parse_args(["--out", str(tmp_path), "--arm", "after", "--sft"])
+    with pytest.raises(SystemExit, match="other settings"):  # the same name from the warm-up is another arm
+        ladder.freeze_arm(plain, ladder.arm_settings(plain, tmp_path / "train.jsonl", tmp_path / "warmup"))
+
+    # Its seeds start from different models and still pool; GRPO - SFT compares each seed with its own SFT.
+    out = ladder_out(tmp_path / "table", [30, 30])
+    settings_path = out / "arms" / "base" / "settings.json"
+    settings_path.write_text(json.dumps({**json.loads(settings_path.read_text()), "grpo_from": "sft"}))
+    for seed in (0, 1):
+        recipe = out / "arms" / "base" / f"seed{seed}" / "recipe.yaml"
+        recipe.write_text(yaml.safe_dump({**yaml.safe_load(recipe.read_text()), "model": f"sft-seed{seed}"}))
+        tasks = {f"q{i}": ("last_action" if i < 40 else "route_planning") for i in range(50)}
+        write_eval(out / "evals" / "dev" / f"base-sft-seed{seed}",
+                   {i: (t, 1.0 if t == "last_action" and int(i[1:]) < 10 else 0.0) for i, t in tasks.items()})
+    row = ladder.summarise(out, "dev")["arms"]["base"]["tasks"]["last_action"]
+    assert row["sft"] == {0: 0.25, 1: 0.25}
+    assert row["grpo_vs_sft"]["per_seed"][0]["verdict"] == "better"  # 20 improved, 0 worse of 40
+    assert row["grpo_vs_sft"]["across_seeds"]["mean"] == pytest.approx(0.5)
+    settings_path.write_text(json.dumps({**json.loads(settings_path.read_text()), "grpo_from": None}))
+    with pytest.raises(ValueError, match="model"):  # from the warm-up, seeds must share the starting model
+        ladder.summarise(out, "dev")

@@ -22,11 +22,10 @@ a reward would need every process to judge the same number of rows under DeepSpe
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Sequence
 from typing import Any
 
-from embodied_r.core.parsing import option_letters, option_texts
+from embodied_r.core.choices import reordered_choices
 from embodied_r.judge.judges import Judge, JudgeReport
 
 RULE = "shuffled-options"
@@ -54,18 +53,8 @@ def relabelled(question: str, options: list[str], seed: int | str) -> tuple[str,
     >>> q, opts, back
     ('Question: where?\\nChoices:\\nA. right\\nB. left', ['A. right', 'B. left'], {'A': 'B', 'B': 'A'})
     """
-    letters = option_letters(options)
-    texts = list(option_texts(options).values())
     order = derangement(len(options), random.Random(f"{seed}\n{question}"))
-    new = [f"{letters[k]}. {texts[order[k]]}" for k in range(len(options))]
-    slot = {str(o).strip(): new[k] for k, o in enumerate(options)}
-    found = [o for o in slot if o in question]
-    if len(found) == len(slot):
-        pattern = "|".join(re.escape(o) for o in sorted(slot, key=len, reverse=True))
-        rewritten = re.sub(pattern, lambda m: slot[m.group(0)], question)
-    else:
-        rewritten = question.rstrip() + "\nChoices:\n" + "\n".join(new)
-    return rewritten, new, {letters[k]: letters[order[k]] for k in range(len(options))}
+    return reordered_choices(question, options, order)
 
 
 class ShuffledOptionsJudge:

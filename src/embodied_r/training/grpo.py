@@ -182,7 +182,7 @@ def build_trainer(
     resume_from = resume_checkpoint(recipe.output_dir, resume, PartialState().is_main_process)
     check_runtime(recipe)
     # Before any data, warm-up or model: a batch that does not hold whole groups on this many processes.
-    check_batch_geometry(recipe.trl, PartialState().num_processes)
+    generation_batch = check_batch_geometry(recipe.trl, PartialState().num_processes)
     rows = load_prompt_rows(recipe.train_data, recipe.max_train_rows)
     eval_rows = load_prompt_rows(recipe.eval_data)[: recipe.eval_max_rows] if recipe.eval_data else []
     check_prompt_version(recipe, rows, "train_data")
@@ -192,7 +192,23 @@ def build_trainer(
     # Image rows need the processor here already: key-frame rows are measured with their image tokens.
     processing_class = processor_for_rows(recipe, rows, eval_rows, model_path, processing_class)
     rows, prompt_context = _fit_to_context(recipe, rows, model_path, processing_class)
-    train_dataset = rows_to_dataset(rows, image_dir=data_dir(recipe.train_data))  # image rows: Robot-R1, key frames
+    rotation_group, train_rows = None, rows
+    if recipe.balanced_steps != "none":
+        from embodied_r.training.option_rotations import check_answer_classes, gold_text, rotated_rows
+
+        try:  # after fitting: a rotation only reorders the choice lines; the warm-up keeps the rows as they are
+            train_rows, rotation_group = rotated_rows(rows)
+            if recipe.balanced_steps == "answers":
+                check_answer_classes([gold_text(row) for row in rows], rotation_group)
+        except ValueError as exc:
+            raise RecipeError(f"{recipe.train_data}: {exc}") from None
+        prompts = generation_batch // int(recipe.trl.get("num_generations", 8))
+        if prompts % rotation_group:
+            raise RecipeError(f"balanced_steps: a step samples {prompts} prompts, which cannot hold whole "
+                              f"blocks of {rotation_group} (the number of options); make it a multiple of "
+                              f"{rotation_group}")
+    # Image rows (Robot-R1, key frames) are read with their images from the data folder.
+    train_dataset = rows_to_dataset(train_rows, image_dir=data_dir(recipe.train_data))
     schedule, warmup = recipe.sections.schedule, recipe.sections.warmup
     # The reference judge is loaded before GRPOConfig exists: once TrainingArguments has set up DeepSpeed
     # ZeRO-3, from_pretrained would shard it across ranks, and each rank judges a different number of
@@ -248,6 +264,9 @@ def build_trainer(
     trainer.max_train_batch_tokens = recipe.max_train_batch_tokens
     trainer.checkpoint_over_tokens = recipe.checkpoint_over_tokens
     trainer.zero_variance_groups = recipe.zero_variance_groups
+    trainer.rotation_group = rotation_group
+    trainer.balanced_steps = recipe.balanced_steps
+    trainer.rotated_rows = train_rows if rotation_group else None
     if recipe.context_rule == TOKEN_CUT_RULE:
         trainer.left_truncate_to = int(prompt_context["limit"])
     if evaluator is not None:

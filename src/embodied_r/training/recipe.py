@@ -148,6 +148,12 @@ class Recipe:
     # of the update, same gradient, less compute) | drop (DAPO's dynamic sampling without resampling: such
     # groups also leave the loss's normaliser). See training/zero_advantage.py.
     zero_variance_groups: str = "skip"
+    # Steps whose gold answers are balanced (training/option_rotations.py), built from option rotations (the
+    # options shifted so a question's answer stands at each letter once): letters = each question's n
+    # rotations in one step; answers = a step holds n questions with n different gold answers at n different
+    # letters; none = the rows as they are. Needs text choice rows with one number of options n and prompts
+    # per step (generation batch / num_generations) a multiple of n.
+    balanced_steps: str = "none"
     # A backward pass over more tokens than this (a micro-batch, or its largest slice) recomputes the
     # decoder layers' activations instead of keeping them (activation checkpointing): a fraction of the
     # memory for some more update time, so short micro-batches keep the fast path. Needs TRL's
@@ -372,6 +378,9 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
         raise RecipeError(f"{source}: 'max_train_minutes' must be a positive number of minutes or null, "
                           f"got {minutes!r}")
     check_zero_variance_groups(recipe, source)
+    if recipe.balanced_steps not in ("none", "letters", "answers"):  # training/option_rotations.py MODES
+        raise RecipeError(f"{source}: 'balanced_steps' must be one of none, letters, answers; "
+                          f"got {recipe.balanced_steps!r}")
     for key in ("max_train_batch_tokens", "checkpoint_over_tokens"):
         budget = getattr(recipe, key)
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):

@@ -49,6 +49,24 @@ class ReasonerGRPOTrainer(GRPOTrainer):
     checkpoint_over_tokens: int | None = None
     zero_variance_groups: str = "skip"  # rows with advantage 0: update | skip | drop (training/zero_advantage.py)
     left_truncate_to: int | None = None  # prompt tokens kept from the right (context_rule truncate-left-tokens)
+    # balanced_steps (training/option_rotations.py): rows per question and the rotated rows, sampled by
+    # RotationSampler (letters) or BalancedAnswerSampler (answers).
+    balanced_steps: str = "none"
+    rotation_group: int | None = None
+    rotated_rows: list[Any] | None = None
+
+    def _get_train_sampler(self, dataset: Any = None) -> Any:
+        if self.balanced_steps == "none":
+            return super()._get_train_sampler(dataset)
+        from embodied_r.training.option_rotations import BalancedAnswerSampler, RotationSampler
+
+        dataset = self.train_dataset if dataset is None else dataset
+        geometry = {"batch_size": self.args.generation_batch_size // self.num_generations,
+                    "mini_repeat_count": self.num_generations,
+                    "repeat_count": self.num_iterations * self.args.steps_per_generation, "seed": self.args.seed}
+        if self.balanced_steps == "answers":
+            return BalancedAnswerSampler(self.rotated_rows or [], self.rotation_group or 0, **geometry)
+        return RotationSampler(len(dataset), self.rotation_group or 0, **geometry)
 
     def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
