@@ -530,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
             # The table compares GRPO, not SFT, with its blind self: SFT's evaluation skips that pass.
             evaluate(args, f"{args.arm}-sft-seed{seed}", sft, evaluated, files["train"], progress,
                      baselines=EVAL_BASELINES.replace(",blind", ""))
-        grpo_start = sft if args.grpo_from_sft and sft is not None else start
+        grpo_start = sft if args.grpo_from_sft else start  # parse_args: --grpo-from-sft needs --sft
         evaluate(args, f"{args.arm}-seed{seed}", train_seed(args, train, grpo_start, seed, progress),
                  evaluated, files["train"], progress)
     return report(args)

@@ -80,6 +80,7 @@ def gold_text(row: PromptRow) -> str:
 
 
 def letter_index(row: PromptRow) -> int:
+    """Where the row's answer stands among its options (0 for A)."""
     return option_letters(row.options).index(str(row.answer).strip().upper())
 
 

@@ -378,8 +378,10 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
         raise RecipeError(f"{source}: 'max_train_minutes' must be a positive number of minutes or null, "
                           f"got {minutes!r}")
     check_zero_variance_groups(recipe, source)
-    if recipe.balanced_steps not in ("none", "letters", "answers"):  # training/option_rotations.py MODES
-        raise RecipeError(f"{source}: 'balanced_steps' must be one of none, letters, answers; "
+    from embodied_r.training.option_rotations import MODES as BALANCED_STEPS
+
+    if recipe.balanced_steps not in BALANCED_STEPS:
+        raise RecipeError(f"{source}: 'balanced_steps' must be one of {', '.join(BALANCED_STEPS)}; "
                           f"got {recipe.balanced_steps!r}")
     for key in ("max_train_batch_tokens", "checkpoint_over_tokens"):
         budget = getattr(recipe, key)
