@@ -10,9 +10,11 @@ the same warm-up share it:
    dev and test are capped per task type (``--dev-per-type``, ``--per-type``; chosen by a hash of the
    id), so one evaluation stays cheap;
 2. the format warm-up (random answers; ``--warmup-think`` says what its think quotes), once per setting;
+   ``--warmup-steps 0``: none, the base model stands in for it;
 3. per seed: GRPO from the warm-up (``embodied-r train``) and, with ``--sft``, supervised fine-tuning on
-   the gold answers with the same rows, steps and seed; with ``--grpo-from-sft`` GRPO starts from that
-   seed's SFT model instead (what GRPO adds after SFT; its "GRPO - SFT" column compares the two);
+   the gold answers with the same seed (GRPO's rows and steps unless ``--sft-batch`` / ``--sft-steps``
+   say otherwise; ``--sft-rotations``: each question at every letter); with ``--grpo-from-sft`` GRPO
+   starts from that seed's SFT model instead (what GRPO adds after SFT; "GRPO - SFT" compares the two);
 4. every model evaluated on ``--split`` (dev while choosing, test once per final arm) with
    ``embodied-r eval`` and the baselines random, letter prior (fit on train), **blind** (the same model
    with the video text removed) and **text rule** (the best simple rule over the perception text; its
@@ -165,18 +167,20 @@ def warmup_name(args: argparse.Namespace) -> str:
 
 
 def warm_up(args: argparse.Namespace, train: Path, progress: Progress) -> Path:
-    """The format warm-up, once per setting, into ``OUT/warmups/<name>/warmup/model``."""
+    """The format warm-up, once per setting, into ``OUT/warmups/<name>/warmup/model``; with
+    ``--warmup-steps 0`` there is none and the base model stands in for it (SFT starts from it)."""
     from embodied_r.inference.models import resolve_model_path
     from embodied_r.training.data import load_prompt_rows
-    from embodied_r.training.warmup import WarmupSettings, run_format_warmup
+    from embodied_r.training.warmup import PRIMER, WarmupSettings, run_format_warmup
 
+    if args.warmup_steps == 0:
+        return Path(resolve_model_path(args.model))
     name = warmup_name(args)
     out = args.out / "warmups" / name
     stage = f"warmup:{name}"
     if stage not in progress.done:
         started = time.perf_counter()
-        base = training_recipe(out, _size(args), args.model)["format_warmup"]
-        settings = WarmupSettings.from_config({**base, "steps": args.warmup_steps, "think": args.warmup_think})
+        settings = WarmupSettings.from_config({**PRIMER, "steps": args.warmup_steps, "think": args.warmup_think})
         run_format_warmup(settings, load_prompt_rows(str(train)), resolve_model_path(args.model), out,
                           dtype=args.dtype)
         progress.record(stage, started)
@@ -209,8 +213,8 @@ def arm_settings(args: argparse.Namespace, train: Path, start: Path) -> dict[str
     if args.grpo_from_sft:
         recipe["model"] = str(args.out / "arms" / args.arm / "sft-seed{seed}" / "warmup" / "model")
     settings = {"recipe": {k: v for k, v in recipe.items() if k not in SEED_KEYS}, "warmup": warmup_name(args),
-                "sft": {"steps": args.steps, "batch_size": args.prompts, "learning_rate": args.sft_learning_rate}
-                if args.sft else None}
+                "sft": {"steps": args.sft_steps, "batch_size": args.sft_batch, "learning_rate": args.sft_learning_rate,
+                        **({"rotations": True} if args.sft_rotations else {})} if args.sft else None}
     return {**settings, "grpo_from": "sft"} if args.grpo_from_sft else settings
 
 
@@ -240,7 +244,9 @@ def train_seed(args: argparse.Namespace, train: Path, start: Path, seed: int, pr
 
 
 def supervised_seed(args: argparse.Namespace, train: Path, start: Path, seed: int, progress: Progress) -> Path:
-    """Gold-answer fine-tuning from the warm-up: as many rows per step and steps as GRPO's prompts."""
+    """Gold-answer fine-tuning from the warm-up: ``--sft-batch`` rows a step (default: GRPO's prompts),
+    ``--sft-steps`` steps (default: GRPO's); with ``--sft-rotations`` each question in all its option
+    rotations, consecutively."""
     from embodied_r.training.data import load_prompt_rows
     from embodied_r.training.warmup import WarmupSettings, run_format_warmup
 
@@ -248,7 +254,8 @@ def supervised_seed(args: argparse.Namespace, train: Path, start: Path, seed: in
     stage = f"sft:{args.arm}:seed{seed}"
     if stage not in progress.done:
         started = time.perf_counter()
-        settings = WarmupSettings.from_config({"steps": args.steps, "batch_size": args.prompts, "answers": "gold",
+        settings = WarmupSettings.from_config({"steps": args.sft_steps, "batch_size": args.sft_batch, "answers": "gold",
+                                               "rotations": args.sft_rotations,
                                                "think": args.warmup_think, "learning_rate": args.sft_learning_rate,
                                                "seed": seed, "micro_batch_size": 1, "gradient_checkpointing": False})
         run_format_warmup(settings, load_prompt_rows(str(train)), str(start), out, dtype=args.dtype)
@@ -486,6 +493,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     arm.add_argument("--learning-rate", type=float, default=1.0e-5)
     arm.add_argument("--sft", action="store_true", help="also fine-tune on the gold answers, per seed")
     arm.add_argument("--sft-learning-rate", type=float, default=1.0e-4)
+    arm.add_argument("--sft-steps", type=int, default=None,
+                     help="SFT optimizer steps (default: --steps; a mix of task types needs more rows than one)")
+    arm.add_argument("--sft-batch", type=int, default=None, help="SFT rows per step (default: --prompts)")
+    arm.add_argument("--sft-rotations", action="store_true",
+                     help="SFT trains each choice question in all its option rotations, consecutively (with "
+                     "--sft-batch 4, one question at every letter a step)")
     arm.add_argument("--grpo-from-sft", action="store_true",
                      help="start each GRPO seed from that seed's SFT model (needs --sft): what GRPO adds after SFT")
     arm.add_argument("--max-new-tokens", type=int, default=64, help="completion budget, training and eval")
@@ -498,6 +511,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--ratios needs three positive shares summing to 1 (train, dev, test)")
     if args.grpo_from_sft and not args.sft:
         parser.error("--grpo-from-sft starts GRPO from the SFT models: add --sft")
+    args.sft_steps = args.steps if args.sft_steps is None else args.sft_steps
+    args.sft_batch = args.prompts if args.sft_batch is None else args.sft_batch
     args.part = args.split + ("+" + "+".join(sorted(args.eval_tasks.split(","))) if args.eval_tasks else "")
     try:
         args.seed_list = [int(s) for s in args.seeds.split(",")]

@@ -204,13 +204,11 @@ def warm_up(args: argparse.Namespace, train: Path, progress: Progress) -> Path:
     """The format warm-up, once, into ``OUT/warmup/model``; every arm starts from it."""
     from embodied_r.inference.models import resolve_model_path
     from embodied_r.training.data import load_prompt_rows
-    from embodied_r.training.warmup import WarmupSettings, run_format_warmup
+    from embodied_r.training.warmup import PRIMER, WarmupSettings, run_format_warmup
 
     if WARMUP not in progress.done:
         started = time.perf_counter()
-        # The demo's warm-up (each optimizer step: one prompt with all four letters), with more steps.
-        demo_warmup = training_recipe(args.out, DemoSize(0, 0, 0, 0, 0, 0), args.model)["format_warmup"]
-        settings = WarmupSettings.from_config({**demo_warmup, "steps": args.warmup_steps, "think": args.warmup_think})
+        settings = WarmupSettings.from_config({**PRIMER, "steps": args.warmup_steps, "think": args.warmup_think})
         run_format_warmup(settings, load_prompt_rows(str(train)), resolve_model_path(args.model), args.out,
                           dtype=args.dtype)
         gc.collect()

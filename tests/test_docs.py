@@ -258,7 +258,7 @@ def demo_phrases(facts: dict[str, object]) -> list[str]:
         f"at most {facts['max_frames']} key frames",
         f"{facts['held_out']} held out",
         f"`{defaults.model}`",
-        f"{size.warmup_steps} supervised steps",
+        f"{size.sft_steps} supervised steps",
         f"{' and '.join(recipe['rewards'])} rewards ({weights})",
         f"{recipe['per_device_train_batch_size'] // generations} prompts × {generations} completions",
         f"up to {size.train_steps} GRPO steps",
@@ -278,7 +278,7 @@ def test_the_demo_page_states_the_codes_values(page: Path) -> None:
     text = " ".join(page.read_text(encoding="utf-8").split())  # a phrase may wrap across lines
     problems = [f"does not say {phrase!r}" for phrase in demo_phrases(facts) if phrase not in text]
     size = facts["size"]
-    counts = ((r"(\d+) supervised steps", size.warmup_steps), (r"up to (\d+) GRPO steps", size.train_steps))
+    counts = ((r"(\d+) supervised steps", size.sft_steps), (r"up to (\d+) GRPO steps", size.train_steps))
     for pattern, value in counts:
         problems += [f"says {m.group(0)!r}; the demo runs {value}" for m in re.finditer(pattern, text)
                      if int(m.group(1)) != value]

@@ -1,5 +1,6 @@
-"""The end-to-end demo: synthetic world -> key frames -> oracle perception -> prompts -> format warm-up ->
-eval -> GRPO training -> eval -> report, on a laptop CPU with no downloads.
+"""The end-to-end demo: synthetic world -> key frames -> oracle perception -> prompts -> supervised
+fine-tuning on the gold answers -> eval -> GRPO training -> eval -> report, on a laptop CPU with no
+downloads.
 
 Every stage is one ``embodied-r`` subcommand, run in its own process with the arguments recorded in
 ``DIR/demo_plan.json``, so any stage can be rerun alone with the printed command, and the memory one stage
@@ -28,22 +29,25 @@ from embodied_r.training.warmup import warmup_model_dir
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
-# What the demo trains on, and how: the best recipe the task ladder found on its dev split
-# (benchmarks/ladder.py, docs/learning.md), sized for a 2-core CPU. The last action is the task type whose
-# answer the perception text states most often (its text rule is right on ~84 % of questions).
+# What the demo trains on, and how: the best recipe found on the task ladder's dev split (benchmarks/ladder.py,
+# docs/learning.md) that fits 15 minutes of a 2-core CPU. The last action is the task type whose answer the
+# perception text states most often (its text rule is right on ~84 % of questions).
 DEMO_TASKS = ("last_action",)
 PROMPT_VERSION = "compact-v1"  # the official frame lines under a short instruction: ~150 tokens fewer a prompt
 # The 135M default does not write the <think>/<answer> structure from the prompt, so every GRPO group would
-# score the same and nothing would be learned. Training therefore starts with a short format warm-up
-# (training/warmup.py: supervised steps on templated completions whose answers are drawn at random, so they
-# teach nothing about the right one; the think quotes the lines the answer depends on, "evidence"), then
-# runs GRPO with the format and accuracy rewards; the warmed-up model is evaluated on its own, so the report
-# separates the two. Each optimizer step holds one prompt with all 4 letters, so the letter gradients of a
-# step cancel and the choice stays spread (GRPO's groups need different answers to differ in reward).
-WARMUP_THINK = "evidence"
-WARMUP_BATCH = 4
-WARMUP_MICRO_BATCH = 1
-WARMUP_ANSWERS_PER_PROMPT = 4
+# score the same and nothing would be learned. Training therefore starts with supervised fine-tuning on the
+# gold answers (training/warmup.py, ``answers: gold``), one pass over the training prompts, 2 a step, then
+# runs GRPO with the format and accuracy rewards; the SFT model is evaluated on its own, so the report
+# separates the two. The SFT think is ``listed``: it quotes the line the answer depends on (the last frame's
+# action), writes the options back with each letter after its words, and chooses in that form ("I choose
+# Rotate left (B)"), so the letter is copied from the think instead of looked up in the prompt. On the
+# ladder's dev split such an SFT (20 steps of 2 rows, from the base model) read the last action at 88.3 %
+# (text rule 90.0 %). With the letter looked up in the prompt (``evidence``) the same-sized SFT chose the
+# quoted words and answered "A" everywhere, also with each question at all four letters (dev) and after an
+# 8-step random-answer primer (a demo run); the ladder's primer of 48 steps makes it read, but does not fit.
+SFT_THINK = "listed"
+SFT_BATCH = 2
+SFT_MICRO_BATCH = 1
 MIN_GRPO_STEPS = 20  # the demo is sized so that at least this many GRPO steps run on the slowest 2-core CPU
 
 
@@ -55,9 +59,9 @@ class DemoSize:
     seconds: int
     per_task: int
     train_steps: int
-    eval_limit: int  # held-out questions the warmed-up and the trained model answer (0 = every one)
+    eval_limit: int  # held-out questions the SFT and the trained model answer (0 = every one)
     max_new_tokens: int
-    warmup_steps: int = 8
+    sft_steps: int = 20  # supervised steps of SFT_BATCH gold-answer rows
     tasks: tuple[str, ...] | None = None  # task types kept by the split (None: every one)
     prompt_version: str = PROMPT_VERSION
     test_share: float = 0.5
@@ -68,7 +72,7 @@ class DemoSize:
     @classmethod
     def for_minutes(cls, minutes: float) -> DemoSize:
         # Measured at float32 on a 2-core CPU (docs/performance.md): a GRPO step of 2 prompts x 4 completions
-        # of the last action takes ~15 s, the warm-up ~19 s a step, rendering ~1 s a scene, and one
+        # of the last action takes ~15 s, a supervised example ~6 s, rendering ~1 s a scene, and one
         # evaluation of the ~40 held-out questions well under a minute. The train stage's time budget
         # (``train_minutes``, measured as the demo runs) stops GRPO on a slower CPU.
         if minutes < 3:
@@ -77,9 +81,9 @@ class DemoSize:
         fixed_minutes = 2.0 if small else 6.0
         steps = int(max(2.0, (minutes - fixed_minutes) * 60 / 15))
         # 80 scenes: one last-action question each, 40 held out, so the exact test has questions to tell
-        # a change from chance; 40 training prompts, one pass of 20 steps x 2 prompts.
+        # a change from chance; 40 training prompts, one SFT pass of 20 steps x 2 prompts.
         return cls(scenes=12 if small else 80, seconds=12, per_task=1, train_steps=min(steps, 40),
-                   eval_limit=0, max_new_tokens=48, warmup_steps=2 if small else 8, tasks=DEMO_TASKS)
+                   eval_limit=0, max_new_tokens=64, sft_steps=3 if small else 20, tasks=DEMO_TASKS)
 
 
 @dataclass
@@ -99,7 +103,8 @@ def _quote(arg: str) -> str:
 
 
 def training_recipe(out: Path, size: DemoSize, model: str) -> dict[str, Any]:
-    """A CPU recipe: the format warm-up, then GRPO with the format and accuracy rewards (0.2 : 0.8)."""
+    """A CPU recipe from ``model``: supervised fine-tuning on the gold answers (the recipe's
+    ``format_warmup`` with ``answers: gold``), then GRPO with the format and accuracy rewards (0.2 : 0.8)."""
     return {
         "description": "embodied-r demo: GRPO on synthetic egocentric questions with oracle perception",
         "model": model,
@@ -107,11 +112,10 @@ def training_recipe(out: Path, size: DemoSize, model: str) -> dict[str, Any]:
         "train_data": str(out / "prompts" / "train.jsonl"),
         "eval_data": None,
         "prompt_version": size.prompt_version,
-        "format_warmup": {"steps": size.warmup_steps, "batch_size": WARMUP_BATCH,
-                          "micro_batch_size": WARMUP_MICRO_BATCH, "learning_rate": 1.0e-4,
-                          "gradient_checkpointing": False, "think": WARMUP_THINK,
-                          "answers_per_prompt": WARMUP_ANSWERS_PER_PROMPT},
-        # The warm-up has taught the structure, so the format term only guards it. The paper's consistency
+        "format_warmup": {"steps": size.sft_steps, "batch_size": SFT_BATCH, "micro_batch_size": SFT_MICRO_BATCH,
+                          "learning_rate": 1.0e-4, "gradient_checkpointing": False, "think": SFT_THINK,
+                          "answers": "gold"},
+        # SFT has taught the structure, so the format term only guards it. The paper's consistency
         # term needs a judge pass every step and changed neither score nor agreement measurably in its
         # ablation here (docs/consistency.md); recipes/embodied_r/ hold the paper's three-stage schedule.
         "rewards": ["format", "accuracy"],
@@ -181,15 +185,15 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
               ["build-prompts", "--qa", str(out / "split" / "test.jsonl"), "--perception",
                str(out / "perception.jsonl"), "--prompt-version", size.prompt_version,
                "--out", str(prompts / "test.jsonl")], [str(prompts / "test.jsonl")]),
-        Stage("warmup", f"format warm-up ({size.warmup_steps} supervised steps, random answers, a think that "
-              "quotes the lines the answer depends on)",
+        Stage("sft", f"supervised fine-tuning on the gold answers ({size.sft_steps} steps of {SFT_BATCH} "
+              "training prompts; the think quotes the last frame's action and lists the options with their letters)",
               ["train", "--recipe", recipe, "--warmup-only"], [str(warmup_model_dir(out / "train"))]),
-        Stage("eval-warmup", "evaluate the warmed-up model (before GRPO) on held-out scenes, with the random, "
+        Stage("eval-sft", "evaluate the SFT model (before GRPO) on held-out scenes, with the random, "
               "letter-prior and text-rule baselines",
-              ["eval", "--data", str(prompts / "test.jsonl"), "--out", str(out / "eval_warmup"),
+              ["eval", "--data", str(prompts / "test.jsonl"), "--out", str(out / "eval_sft"),
                "--model", str(warmup_model_dir(out / "train")), *eval_args, *limit,
                "--baselines", "random,prior,text-rule", "--no-report"],
-              [str(out / "eval_warmup")]),
+              [str(out / "eval_sft")]),
         Stage("train", f"GRPO with the format and accuracy rewards (up to {size.train_steps} steps, as many as "
               "the time budget allows)", ["train", "--recipe", recipe], [str(out / "train")]),
         Stage("eval-after", "evaluate the trained reasoner on the same held-out questions, and the same model "
@@ -198,8 +202,8 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
                "--model", str(out / "train" / "final"), *eval_args, *limit,
                "--baselines", "random,prior,blind,text-rule", "--no-report"],
               [str(out / "eval_after")]),
-        Stage("report", "write the warm-up / GRPO report (HTML + PNG plots)",
-              ["report", str(out / "eval_warmup"), str(out / "eval_after"), str(out / "train"),
+        Stage("report", "write the SFT / GRPO report (HTML + PNG plots)",
+              ["report", str(out / "eval_sft"), str(out / "eval_after"), str(out / "train"),
                "--out", str(out / "report")], [str(out / "report" / "report.html")]),
     ]
 
@@ -252,7 +256,7 @@ def _run_demo_in(out: Path, minutes: float, model: str, workers: int, force: boo
                 on_stage(stage, index, len(stages), "skipped (done in an earlier run)")
             continue
         if stage.name == "train":
-            budget = train_minutes(minutes, time.perf_counter() - started, state["eval-warmup"]["seconds"])
+            budget = train_minutes(minutes, time.perf_counter() - started, state["eval-sft"]["seconds"])
             recipe = {**training_recipe(out, size, model), "max_train_minutes": budget}
             atomic_write_text(out / "train_recipe.yaml", yaml.safe_dump(recipe, sort_keys=False))
         if on_stage:
@@ -272,21 +276,25 @@ def _run_demo_in(out: Path, minutes: float, model: str, workers: int, force: boo
     return summary
 
 
-# The evaluation after GRPO, against the warm-up's (same questions, same budget): the trained model answers
-# them again, and the blind pass is the same count of much shorter prompts; 1.6 times the warm-up's
-# evaluation covers both, and the report stage's few seconds.
+# The evaluation after GRPO, against the SFT model's (same questions, same budget): the trained model
+# answers them again, and the blind pass is the same count of much shorter prompts; 1.6 times the SFT
+# model's evaluation covers both, and the report stage's few seconds.
 AFTER_TRAINING_EVAL_SHARE = 1.6
+# The train stage's time outside its GRPO loop (process start, model load, saving the final model) and the
+# step that runs past the budget: measured 15 s over a 6.5-minute budget, 12 s a step, on the slow CPU.
+TRAIN_STAGE_OVERHEAD_S = 30.0
 MIN_TRAIN_MINUTES = 0.5  # one GRPO step (TimeBudget stops after a step)
 
 
-def train_minutes(minutes: float, elapsed_s: float, eval_warmup_s: float) -> float:
+def train_minutes(minutes: float, elapsed_s: float, eval_sft_s: float) -> float:
     """The train stage's wall-clock budget (``max_train_minutes``) so that the demo ends within ``minutes``:
-    what is left after the stages so far, less the evaluation after it, estimated from the warm-up's.
+    what is left after the stages so far, less the evaluation after it (estimated from the SFT model's) and
+    the train stage's own overhead.
 
-    >>> train_minutes(15, 300, 60)  # 15 min - 5 min so far - 1.6 x 1 min
-    8.4
+    >>> train_minutes(15, 300, 60)  # 15 min - 5 min so far - 1.6 x 1 min - 0.5 min
+    7.9
     """
-    reserve_s = AFTER_TRAINING_EVAL_SHARE * eval_warmup_s
+    reserve_s = AFTER_TRAINING_EVAL_SHARE * eval_sft_s + TRAIN_STAGE_OVERHEAD_S
     return round(max(MIN_TRAIN_MINUTES, minutes - (elapsed_s + reserve_s) / 60), 2)
 
 
@@ -307,7 +315,7 @@ def run_stage_process(argv: list[str]) -> tuple[int, int]:
 def summarise(out: Path, state: dict[str, Any]) -> dict[str, Any]:
     """Before/after numbers from the stages' own output files (nothing is recomputed here)."""
     summary: dict[str, Any] = {"stages": state}
-    for name in ("eval_warmup", "eval_after"):
+    for name in ("eval_sft", "eval_after"):
         path = out / name / "metrics.json"
         if path.exists():
             summary[name] = read_json(path)

@@ -185,3 +185,21 @@ def test_grpo_after_sft_starts_each_seed_from_its_own_sft_model(ladder: ModuleTy
     settings_path.write_text(json.dumps({**json.loads(settings_path.read_text()), "grpo_from": None}))
     with pytest.raises(ValueError, match="model"):  # from the warm-up, seeds must share the starting model
         ladder.summarise(out, "dev")
+
+
+def test_sft_settings_are_part_of_the_arm_and_no_warm_up_starts_from_the_base_model(
+        ladder: ModuleType, tmp_path: Path, tiny_lm_dir: Path) -> None:
+    args = ladder.parse_args(["--out", str(tmp_path), "--arm", "rot", "--sft", "--sft-rotations", "--sft-batch", "4",
+                              "--sft-steps", "15", "--grpo-from-sft"])
+    sft = ladder.arm_settings(args, tmp_path / "train.jsonl", tmp_path / "warmup")["sft"]
+    assert sft == {"steps": 15, "batch_size": 4, "learning_rate": 1.0e-4, "rotations": True}
+    ladder.freeze_arm(args, ladder.arm_settings(args, tmp_path / "train.jsonl", tmp_path / "warmup"))
+    plain = ladder.parse_args(["--out", str(tmp_path), "--arm", "rot", "--sft", "--sft-steps", "15",
+                               "--sft-batch", "4", "--grpo-from-sft"])
+    with pytest.raises(SystemExit, match="ran SFT with"):  # SFT without rotations is another arm
+        ladder.freeze_arm(plain, ladder.arm_settings(plain, tmp_path / "train.jsonl", tmp_path / "warmup"))
+    defaults = ladder.parse_args(["--out", str(tmp_path), "--sft", "--prompts", "3", "--steps", "7"])
+    assert (defaults.sft_steps, defaults.sft_batch) == (7, 3)  # SFT matches GRPO's rows unless told otherwise
+    # No warm-up: nothing is trained, and the base model is what SFT (and the warm-up column) starts from.
+    bare = ladder.parse_args(["--out", str(tmp_path), "--warmup-steps", "0", "--model", str(tiny_lm_dir)])
+    assert ladder.warm_up(bare, tmp_path / "train.jsonl", None) == tiny_lm_dir

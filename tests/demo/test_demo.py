@@ -35,21 +35,21 @@ def test_the_full_demo_is_sized_for_twenty_grpo_steps_on_its_tasks() -> None:
 def test_plan_chains_each_stage_into_the_next(tmp_path: Path) -> None:
     stages = plan(tmp_path, DemoSize.for_minutes(15))
     names = [s.name for s in stages]
-    assert names == ["world", "keyframes", "perception", "split", "prompts-train", "prompts-test", "warmup",
-                     "eval-warmup", "train", "eval-after", "report"]
+    assert names == ["world", "keyframes", "perception", "split", "prompts-train", "prompts-test", "sft",
+                     "eval-sft", "train", "eval-after", "report"]
     by_name = {s.name: s for s in stages}
     assert str(tmp_path / "perception.jsonl") in by_name["prompts-test"].argv  # perception feeds the prompts
     assert str(tmp_path / "train" / "final") in by_name["eval-after"].argv       # the trained model is evaluated
-    assert str(tmp_path / "train" / "warmup" / "model") in by_name["eval-warmup"].argv
+    assert str(tmp_path / "train" / "warmup" / "model") in by_name["eval-sft"].argv
     assert all(s.command.startswith("embodied-r ") for s in stages)
-    assert "--warmup-only" in by_name["warmup"].argv  # evaluated before GRPO, which times the budget by it
+    assert "--warmup-only" in by_name["sft"].argv  # evaluated before GRPO, which times the budget by it
     assert "blind" in by_name["eval-after"].argv[by_name["eval-after"].argv.index("--baselines") + 1]
     assert by_name["split"].argv[by_name["split"].argv.index("--tasks") + 1] == "last_action"
 
 
 @pytest.mark.slow
 def test_demo_end_to_end_with_a_tiny_model(tmp_path: Path, tiny_lm_dir: Path) -> None:
-    size = DemoSize(scenes=4, seconds=6, per_task=1, train_steps=2, eval_limit=4, max_new_tokens=8, warmup_steps=2)
+    size = DemoSize(scenes=4, seconds=6, per_task=1, train_steps=2, eval_limit=4, max_new_tokens=8, sft_steps=2)
     seen: list[tuple[str, str]] = []
     summary = run_demo(tmp_path / "demo", model=str(tiny_lm_dir), workers=1, size=size,
                        on_stage=lambda stage, i, n, status: seen.append((stage.name, status)))
@@ -58,7 +58,9 @@ def test_demo_end_to_end_with_a_tiny_model(tmp_path: Path, tiny_lm_dir: Path) ->
     assert (demo / "report" / "report.html").is_file()
     assert (demo / "train" / "final" / "config.json").is_file()
     assert (demo / "train" / "warmup" / "model" / "warmup.json").is_file()
-    for name in ("eval_warmup", "eval_after"):
+    sft = json.loads((demo / "train" / "warmup" / "model" / "warmup.json").read_text())
+    assert sft["settings"]["answers"] == "gold" and sft["base_model"] == str(tiny_lm_dir)
+    for name in ("eval_sft", "eval_after"):
         metrics = summary[name]
         assert 0 < metrics["overall"]["n"] <= 4
     assert summary["eval_after"]["baselines"]["blind"]["status"] == "ok"
@@ -79,16 +81,21 @@ def test_demo_end_to_end_with_a_tiny_model(tmp_path: Path, tiny_lm_dir: Path) ->
     assert all(status.startswith("skipped") for _, status in seen)
 
 
-def test_demo_recipe_warms_up_then_trains_with_format_and_accuracy(tmp_path: Path) -> None:
+def test_demo_recipe_fine_tunes_on_gold_answers_then_trains_with_format_and_accuracy(tmp_path: Path) -> None:
     from embodied_r.training.recipe import recipe_from_dict
 
     size = DemoSize.for_minutes(15)
     recipe = recipe_from_dict(training_recipe(tmp_path, size, "smollm2-135m-instruct"))
     # No consistency term, so no judge probe spends the demo's time on a term without weight.
     assert recipe.reward_names == ["format", "accuracy"] and recipe.sections.judge.probe == probe_defaults()
-    assert recipe.format_warmup["think"] == "evidence"
+    # Supervised on the gold answers first (GRPO from a random-answer primer read in 1 of 5 ladder seeds), with
+    # a think that writes each option's letter after its words (the letter is copied, not looked up).
+    assert recipe.format_warmup["think"] == "listed" and recipe.format_warmup["answers"] == "gold"
     assert recipe.completion_prefix == ""  # the paper's prompt, evaluated the same way before and after
-    assert recipe.format_warmup and recipe.format_warmup["steps"] == size.warmup_steps > 0
+    assert recipe.format_warmup and recipe.format_warmup["steps"] == size.sft_steps > 0
+    # One pass over the training prompts (one question per held-in scene).
+    train_prompts = round(size.scenes * (1 - size.test_share)) * size.per_task
+    assert recipe.format_warmup["steps"] * recipe.format_warmup["batch_size"] == train_prompts
     for stage in plan(tmp_path, size):
         assert "--completion-prefix" not in stage.argv
         assert shlex.split(stage.command)[1:] == stage.argv  # printed commands survive a shell

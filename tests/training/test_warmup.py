@@ -218,6 +218,46 @@ def frame_row(i: int, last_action: str = "Rotate left", answer: str = "B") -> Pr
                      prompt=[{"role": "user", "content": text}])
 
 
+def test_gold_rotations_put_each_questions_answer_at_every_letter_in_one_step() -> None:
+    from embodied_r.core.parsing import option_texts
+
+    rows = [frame_row(i) for i in range(3)] + [number_row(5)]
+    examples = warmup_examples(rows, steps=3, batch_size=4, seed=0, answers="gold", think="evidence",
+                               rotations=True)
+    assert len(examples) == 12
+    choice_steps = [examples[k:k + 4] for k in range(0, 12, 4) if "Choices" in examples[k]["prompt"][0]["content"]]
+    assert choice_steps  # numeric rows have no rotations: one example each, as without them
+    for step in choice_steps:
+        texts = [completion(e) for e in step]
+        letters = [parse_answer(t, ["A. a", "B. b", "C. c", "D. d"], "choice") for t in texts]
+        assert sorted(letters) == ["A", "B", "C", "D"]  # the gold answer once at each letter
+        for example, letter, text in zip(step, letters, texts):
+            options = [line for line in example["prompt"][0]["content"].splitlines() if line[:2] in
+                       ("A.", "B.", "C.", "D.")]
+            assert option_texts(options)[letter] == "Rotate left"  # the letter is where the gold option now is
+            assert "choose Rotate left, which is option " + letter in text
+    settings = WarmupSettings.from_config({"steps": 2, "batch_size": 4, "answers": "gold", "rotations": True})
+    assert settings.rotations is True
+    with pytest.raises(WarmupError, match="needs answers: gold"):
+        WarmupSettings.from_config({"steps": 2, "batch_size": 4, "rotations": True})
+    with pytest.raises(WarmupError, match="rotations is true or false"):
+        WarmupSettings.from_config({"steps": 2, "batch_size": 4, "answers": "gold", "rotations": "yes"})
+
+
+def test_listed_thinks_write_each_letter_after_its_words_before_choosing() -> None:
+    # The chosen option's letter follows the same words earlier in the think: a copy, not a lookup.
+    row = frame_row(0, last_action="Rotate right", answer="C")
+    text = completion(warmup_examples([row], steps=1, batch_size=1, seed=0, answers="gold", think="listed")[0])
+    assert text == ("<think> The latest frame: After Rotate right. Options: Move forward (A), Rotate left (B), "
+                    "Rotate right (C), Move backward (D). I choose Rotate right (C). </think>\n<answer>C</answer>")
+    for example in warmup_examples([frame_row(i) for i in range(4)], steps=4, batch_size=4, seed=0, think="listed"):
+        written = completion(example)
+        letter = parse_answer(written, frame_row(0).options, "choice")
+        words = dict(o.split(". ", 1) for o in frame_row(0).options)[letter]
+        assert written.endswith(f"I choose {words} ({letter}). </think>\n<answer>{letter}</answer>")
+    assert WarmupSettings.from_config({"steps": 1, "think": "listed"}).think == "listed"
+
+
 def test_option_first_thinks_name_the_options_words_before_its_letter() -> None:
     rows = [frame_row(i) for i in range(4)]
     for example in warmup_examples(rows, steps=8, batch_size=4, seed=0, think="option-first"):

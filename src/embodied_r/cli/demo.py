@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-HELP = ("run the whole pipeline on synthetic data: world -> key frames -> perception -> format warm-up -> eval -> "
-        "GRPO -> eval -> report")
+HELP = ("run the whole pipeline on synthetic data: world -> key frames -> perception -> format primer -> SFT on the "
+        "gold answers -> eval -> GRPO -> eval -> report")
 DESCRIPTION = ("Generate a small synthetic egocentric dataset, extract key frames, describe them with the oracle "
-               "perception backend, teach the default reasoner the answer format in a few supervised steps, "
-               "evaluate it, train it with GRPO (format and accuracy rewards), evaluate it again (and blind, "
-               "without the video text) beside the random, letter-prior and text-rule baselines, and write a "
-               "report. Each stage's output is kept in --out and each stage's command is printed so it can be "
-               "rerun alone; rerunning the demo skips finished stages.")
-
+               "perception backend, teach the default reasoner the answer format (a short primer with random "
+               "answers), fine-tune it on the gold answers of the training questions, evaluate it, train it with "
+               "GRPO (format and accuracy rewards), evaluate it again (and blind, without the video text) beside "
+               "the random, letter-prior and text-rule baselines, and write a report. Each stage's output is kept "
+               "in --out and each stage's command is printed so it can be rerun alone; rerunning the demo skips "
+               "finished stages.")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="runs/demo", help="output folder (default: %(default)s)")
@@ -94,26 +94,26 @@ def baseline_cell(metrics: dict[str, Any], name: str, task: str | None) -> str:
 
 def print_before_after(summary: dict[str, Any], out_dir: Any = None) -> None:
     """Per task: each evaluation's score with its own n, the same model blind, and the baselines; then
-    GRPO against the warm-up and against its blind self, by the exact paired test."""
+    GRPO against the SFT model and against its blind self, by the exact paired test."""
     from embodied_r.cli.common import console, print_table
     from embodied_r.core.intervals import format_comparison, format_interval, prediction_difference
     from embodied_r.core.io import read_jsonl
 
-    warm, after = summary.get("eval_warmup"), summary.get("eval_after")
-    if not warm or not after:
+    sft, after = summary.get("eval_sft"), summary.get("eval_after")
+    if not sft or not after:
         return
-    tasks = sorted(set(warm["tasks"]) | set(after["tasks"]))
+    tasks = sorted(set(sft["tasks"]) | set(after["tasks"]))
     rows = []
     for task in [*tasks, None]:
         cells = [m["tasks"].get(task, {}) if task else {"n": m["overall"]["n"], "score": m["overall"]["micro"],
-                                                        "ci95": m["overall"].get("ci95")} for m in (warm, after)]
+                                                        "ci95": m["overall"].get("ci95")} for m in (sft, after)]
         rows.append([task or "all (micro)",
                      *[f"{format_interval(c.get('score'), c.get('ci95'))} (n={c.get('n', 0)})" for c in cells],
                      baseline_cell(after, "blind", task), baseline_cell(after, "text-rule", task),
                      baseline_cell(after, "random", task), baseline_cell(after, "prior", task)])
-    rows.append(["most predicted letter", leading_letter(warm), leading_letter(after), None, None, None, None])
+    rows.append(["most predicted letter", leading_letter(sft), leading_letter(after), None, None, None, None])
     print_table("held-out scenes: score % [95 % interval] (accuracy; MRA for numbers)",
-                ["task", "after warm-up", "after GRPO", "GRPO model blind", "text rule", "random", "letter prior"],
+                ["task", "after SFT", "after GRPO", "GRPO model blind", "text rule", "random", "letter prior"],
                 rows)
     ceiling = ((after.get("baselines") or {}).get("text-rule") or {}).get("overall", {}).get("ceiling")
     if ceiling is not None:
@@ -122,12 +122,12 @@ def print_before_after(summary: dict[str, Any], out_dir: Any = None) -> None:
     print_grpo_steps(summary.get("train") or {})
     if out_dir is None:
         return
-    predictions = {name: read_jsonl(out_dir / name / "predictions.jsonl") for name in ("eval_warmup", "eval_after")
+    predictions = {name: read_jsonl(out_dir / name / "predictions.jsonl") for name in ("eval_sft", "eval_after")
                    if (out_dir / name / "predictions.jsonl").is_file()}
     blind = out_dir / "eval_after" / "baselines" / "blind.jsonl"
     if blind.is_file():
         predictions["blind"] = read_jsonl(blind)
-    for first, second, label in (("eval_warmup", "eval_after", "after GRPO - after warm-up"),
+    for first, second, label in (("eval_sft", "eval_after", "after GRPO - after SFT"),
                                  ("blind", "eval_after", "after GRPO - the same model blind")):
         if first in predictions and second in predictions:
             diff = prediction_difference(predictions[first], predictions[second])
@@ -135,6 +135,6 @@ def print_before_after(summary: dict[str, Any], out_dir: Any = None) -> None:
                 test = diff["test"] + " test" + ("" if diff["method"] == "exact" else f", {diff['method']}")
                 console().print(f"{label} (points; exact {test}): {format_comparison(diff)}", markup=False)
     console().print("Scores are accuracy for multiple choice and mean relative accuracy for numeric answers. "
-                    "The warm-up teaches the answer format with random answers, so a gain over it comes from GRPO "
-                    "or chance, which the exact test weighs; a score the blind model or the text rule also "
-                    "reaches is not reading. These are the measured numbers, whatever they are.")
+                    "GRPO starts from the SFT model, so a change from it is GRPO's or chance's, which the exact "
+                    "test weighs; a score the blind model or the text rule also reaches is not reading. These "
+                    "are the measured numbers, whatever they are.")

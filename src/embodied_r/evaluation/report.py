@@ -109,8 +109,8 @@ def grouped_bars(path: Path, title: str, tasks: list[str], series: dict[str, lis
 
 
 def score_progression(path: Path, evals: list[dict[str, Any]]) -> Path:
-    """Overall held-out score of each eval run in the order given (before -> warm-up -> after GRPO in the
-    demo), with its 95 % interval and the baselines of the last run: the held-out curve over training."""
+    """Overall held-out score of each eval run in the order given (after SFT -> after GRPO in
+    the demo), with its 95 % interval and the baselines of the last run: the held-out curve over training."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(min(11.0, 2.0 + 1.6 * len(evals)), 3.6))
     overall = [run["metrics"]["overall"] for run in evals]

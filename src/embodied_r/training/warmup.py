@@ -64,6 +64,11 @@ class WarmupSettings:
     # random: answers drawn at random (the format primer); gold: the row's own answer, one example per row
     # (supervised fine-tuning, for comparisons with GRPO).
     answers: str = "random"
+    # gold only: each visited choice row is trained in all of its option rotations (the options shifted by
+    # 0..n-1 places, the gold letter following its option; training/option_rotations.py), consecutively, so
+    # with batch_size a multiple of n a step holds a question's answer at every letter: the letter's
+    # gradients cancel and what is learned is to look the chosen option's letter up, not a favourite letter.
+    rotations: bool = False
     # How the think reaches its answer: letter-first | option-first | latest-frame | evidence (THINK_STYLES below).
     think: str = "letter-first"
     learning_rate: float = 1.0e-4
@@ -87,6 +92,10 @@ class WarmupSettings:
                               f"got {settings.think!r}")
         if settings.answers_per_prompt is None:
             settings.answers_per_prompt = 1 if settings.answers == "gold" else settings.batch_size
+        if settings.rotations is not False and (settings.rotations is not True or settings.answers != "gold"):
+            raise WarmupError(f"{source}: format_warmup.rotations is true or false and needs answers: gold (random "
+                              f"answers already vary the letter), got {settings.rotations!r} with "
+                              f"answers: {settings.answers}")
         if settings.answers == "gold" and settings.answers_per_prompt != 1:
             raise WarmupError(f"{source}: format_warmup.answers_per_prompt must be 1 with answers: gold "
                               "(a row has one right answer)")
@@ -133,7 +142,13 @@ def _distinct(pool: list[Any], count: int, rng: random.Random) -> list[Any]:
 #                 where each listed category is first seen, the frames that newly see the counted category, where
 #                 the asked object is in the latest frame); no quote for task types whose answer the text does
 #                 not state, nor for methods without think_quote.
-THINK_STYLES = ("letter-first", "option-first", "latest-frame", "evidence")
+#   listed:       the evidence quote, then the options written back with the letter after the words, and the
+#                 choice in the same form: "... Options: Move forward (A), Rotate left (B), ... I choose Rotate
+#                 left (B)." In the prompt a letter comes before its option's words, so a think that has chosen
+#                 the words must look the letter up behind them; here the letter follows the same words earlier
+#                 in the think, one copy away. (SmolLM2-135M fine-tuned on 60 gold answers under evidence chose
+#                 the quoted option's words in 58 of 60 dev questions and wrote "option A" for all 60.)
+THINK_STYLES = ("letter-first", "option-first", "latest-frame", "evidence", "listed")
 # The words before the choice, after the opening tag and any latest-frame quote.
 CHOICE_LEAD = " I compare the observations with each option and choose"
 # Below this mean normalised entropy of the choice (over the options) the warmed-up policy nearly always
@@ -144,12 +159,12 @@ MIN_SPREAD = 0.3
 def _latest_quote(row: PromptRow, think: str) -> str:
     """The think's opening quote under ``latest-frame`` or ``evidence`` ("" otherwise), by the row's method
     (``Method.think_quote``: Embodied-R quotes its frame lines)."""
-    if think not in ("latest-frame", "evidence"):
+    if think not in ("latest-frame", "evidence", "listed"):
         return ""
     method = method_for_row(row.meta)
     if method.think_quote is None:
         # evidence quotes what a prompt states, so nothing here; latest-frame promises a quote in every think.
-        if think == "evidence":
+        if think in ("evidence", "listed"):
             return ""
         raise WarmupError(f"format_warmup.think latest-frame quotes the prompt, but {method.name} prompts have "
                           f"nothing to quote (row {row.id!r}); use option-first")
@@ -167,6 +182,10 @@ def choice_parts(row: PromptRow, letter: str, think: str = "letter-first") -> tu
     lead = "<think>" + _latest_quote(row, think) + CHOICE_LEAD
     if think == "letter-first" or not text:
         return lead, f" option {letter}", (f", {text}. " if text else ". ") + answer
+    if think == "listed":
+        listed = ", ".join(f"{words} ({key})" for key, words in option_texts(row.options).items())
+        lead = "<think>" + _latest_quote(row, think) + f" Options: {listed}. I choose"
+        return lead, f" {text} ({letter})", ". " + answer
     return lead, f" {text}, which is option {letter}", ". " + answer
 
 
@@ -229,12 +248,14 @@ def _task_round_robin(rows: list[PromptRow], rng: random.Random) -> list[PromptR
 
 def warmup_examples(rows: list[PromptRow], steps: int, batch_size: int, seed: int,
                     answers_per_prompt: int | None = None, answers: str = "random",
-                    think: str = "letter-first") -> list[dict[str, Any]]:
+                    think: str = "letter-first", rotations: bool = False) -> list[dict[str, Any]]:
     """``steps * batch_size`` conversational prompt-completion rows. Rows are visited task by task in turn
     (``_task_round_robin``) and each visited row contributes ``answers_per_prompt`` (default ``batch_size``)
     examples with *different* answers: trained on one random letter per prompt, the model learns that
     prompt's letter and answers near-deterministically (measured: every later GRPO group then has the same
     accuracy), while several letters per prompt keep the choice spread, so GRPO's groups differ."""
+    from embodied_r.training.option_rotations import rotations as option_rotations  # imports torch
+
     if any(has_image(row) for row in rows):
         raise WarmupError("format_warmup supports text prompts only (these rows carry images)")
     rng = random.Random(seed)
@@ -249,13 +270,23 @@ def warmup_examples(rows: list[PromptRow], steps: int, batch_size: int, seed: in
         for row in _task_round_robin(rows, rng):
             if len(examples) >= total:
                 break
-            targets = ([gold_target(row, think)] if answers == "gold"
-                       else warmup_targets(row, min(per_prompt, total - len(examples)), rng, numbers_by_task, think))
-            for target in targets:
-                examples.append({"prompt": [dict(m) for m in row.prompt],
+            if answers == "gold":
+                shown = option_rotations(row) if rotations and row.answer_type == "choice" else [row]
+                pairs = [(version, gold_target(version, think)) for version in shown]
+            else:
+                pairs = [(row, target) for target in
+                         warmup_targets(row, min(per_prompt, total - len(examples)), rng, numbers_by_task, think)]
+            for version, target in pairs:
+                examples.append({"prompt": [dict(m) for m in version.prompt],
                                  "completion": [{"role": "assistant", "content": target}]})
-    return examples
+    return examples[:total]
 
+
+# The random-answer format primer (benchmarks/ladder.py, benchmarks/learning_curve.py): each step holds one
+# prompt with all 4 letters, so the letter gradients of a step cancel and the choice stays spread (GRPO's
+# groups need different answers to differ in reward). Add "steps" and "think".
+PRIMER = {"answers": "random", "batch_size": 4, "micro_batch_size": 1, "answers_per_prompt": 4, "learning_rate": 1.0e-4,
+          "gradient_checkpointing": False}
 
 # Tokens left for a warm-up target after the prompt (the targets are one sentence and a tag pair).
 TARGET_ROOM = 128
@@ -360,7 +391,7 @@ def run_format_warmup(settings: WarmupSettings, rows: list[PromptRow], model_pat
         return str(final)
     examples = warmup_examples(rows_within(rows, model_path, settings.max_length), settings.steps,
                                settings.batch_size, settings.seed, settings.answers_per_prompt, settings.answers,
-                               settings.think)
+                               settings.think, settings.rotations)
     work = output_dir / WARMUP_DIR / "trainer"
     precision = training_precision(dtype)  # full fine-tuning: float32 weights under auto
     config = SFTConfig(

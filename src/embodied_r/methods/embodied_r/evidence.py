@@ -94,7 +94,8 @@ def evidence_quote(row: PromptRow) -> str:
 
 def think_quote(row: PromptRow, style: str) -> str:
     r"""What a format warm-up think opens with under ``style`` (``Method.think_quote``, training/warmup.py):
-    the evidence quote under ``evidence``, the latest frame's action under ``latest-frame``, "" otherwise.
+    the evidence quote under ``evidence`` and ``listed``, the latest frame's action under ``latest-frame``, ""
+    otherwise.
     A prompt without frame lines has no latest frame to quote: a ValueError saying what to use instead.
 
     >>> text = "Frame 0: Observe: a sofa.\nFrame 1: After Rotate left, Observe: a door.\nQuestion: x"
@@ -102,7 +103,7 @@ def think_quote(row: PromptRow, style: str) -> str:
     ...             "latest-frame")
     ' The latest frame: After Rotate left.'
     """
-    if style == "evidence":
+    if style in ("evidence", "listed"):  # listed: the evidence quote, then the options (training/warmup.py)
         quote = evidence_quote(row)
         return f" {quote}" if quote else ""
     if style != "latest-frame":
