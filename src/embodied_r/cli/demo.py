@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-HELP = ("run the whole pipeline on synthetic data: world -> key frames -> perception -> format primer -> SFT on the "
-        "gold answers -> eval -> GRPO -> eval -> report")
+HELP = ("run the whole pipeline on synthetic data: world -> key frames -> perception -> SFT on the gold answers -> "
+        "eval -> GRPO -> eval -> report")
 DESCRIPTION = ("Generate a small synthetic egocentric dataset, extract key frames, describe them with the oracle "
-               "perception backend, teach the default reasoner the answer format (a short primer with random "
-               "answers), fine-tune it on the gold answers of the training questions, evaluate it, train it with "
+               "perception backend, fine-tune the default reasoner on the gold answers of the training questions "
+               "(which also teaches it the answer format), evaluate it, train it with "
                "GRPO (format and accuracy rewards), evaluate it again (and blind, without the video text) beside "
                "the random, letter-prior and text-rule baselines, and write a report. Each stage's output is kept "
                "in --out and each stage's command is printed so it can be rerun alone; rerunning the demo skips "
