@@ -51,6 +51,7 @@ from learning_curve import Progress, check_dtype  # noqa: E402
 from embodied_r.core.io import atomic_write_json, atomic_write_text, read_json, read_jsonl, write_jsonl  # noqa: E402
 from embodied_r.demo import expand_globs, training_recipe  # noqa: E402
 from embodied_r.training.recipe import merge_overrides, parse_overrides  # noqa: E402
+from embodied_r.training.warmup import THINK_STYLES  # noqa: E402
 
 SPLIT_FILES = {"train": "train", "dev": "val", "test": "test"}  # ladder name -> `data split` file name
 MIN_QUESTIONS = 20  # a task type with fewer questions in the evaluated part gets no verdict
@@ -484,8 +485,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     arm.add_argument("--seeds", default="0", help="GRPO (and SFT) seeds, comma-separated")
     arm.add_argument("--model", default="smollm2-135m-instruct")
     arm.add_argument("--tasks", default="", help="train only on these task types (comma-separated; default all)")
-    arm.add_argument("--warmup-think", default="evidence",
-                     help="what the warm-up's think quotes: letter-first | option-first | latest-frame | evidence")
+    arm.add_argument("--warmup-think", default="evidence", choices=THINK_STYLES,
+                     help="what the warm-up's (and SFT's) think quotes and how it reaches the answer")
     arm.add_argument("--warmup-steps", type=int, default=48)
     arm.add_argument("--steps", type=int, default=40, help="GRPO (and SFT) optimizer steps")
     arm.add_argument("--prompts", type=int, default=2, help="prompts per step")

@@ -137,6 +137,9 @@ def test_bad_arguments_are_refused_before_anything_runs(ladder: ModuleType, tmp_
         ladder.parse_args(["--out", str(tmp_path), "--ratios", "0.5,0.5"])
     with pytest.raises(SystemExit):
         ladder.parse_args(["--out", str(tmp_path), "--seeds", "0,x"])
+    with pytest.raises(SystemExit):  # a think style the warm-up does not know would fail minutes later
+        ladder.parse_args(["--out", str(tmp_path), "--warmup-think", "quoted"])
+    assert ladder.parse_args(["--out", str(tmp_path), "--warmup-think", "listed"]).warmup_think == "listed"
 
 
 def test_eval_tasks_takes_every_question_of_those_types_from_the_split_evaluated(ladder: ModuleType,
