@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -163,8 +164,14 @@ def train_rows(args: argparse.Namespace, train: Path) -> Path:
 
 
 def warmup_name(args: argparse.Namespace) -> str:
+    """The warm-up's folder and evaluation name. A model other than the default is part of it, so that a
+    second model's arm never starts from, or is compared with, the first model's warm-up (the default
+    model's names stay those of the runs already on disk)."""
+    from embodied_r.inference.models import DEFAULT_REASONER
+
     tasks = "+".join(sorted(args.tasks.split(","))) if args.tasks else "all"
-    return f"{args.warmup_think}-{args.warmup_steps}-{tasks}"
+    model = "" if args.model == DEFAULT_REASONER else "-" + re.sub(r"[^A-Za-z0-9.]+", "_", str(args.model))
+    return f"{args.warmup_think}-{args.warmup_steps}-{tasks}{model}"
 
 
 def warm_up(args: argparse.Namespace, train: Path, progress: Progress) -> Path:

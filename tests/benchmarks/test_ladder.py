@@ -206,3 +206,13 @@ def test_sft_settings_are_part_of_the_arm_and_no_warm_up_starts_from_the_base_mo
     # No warm-up: nothing is trained, and the base model is what SFT (and the warm-up column) starts from.
     bare = ladder.parse_args(["--out", str(tmp_path), "--warmup-steps", "0", "--model", str(tiny_lm_dir)])
     assert ladder.warm_up(bare, tmp_path / "train.jsonl", None) == tiny_lm_dir
+
+
+def test_a_second_model_never_shares_the_default_model_s_warm_up(ladder: ModuleType, tmp_path: Path) -> None:
+    common = ["--out", str(tmp_path), "--tasks", "last_action", "--warmup-think", "listed", "--warmup-steps", "0"]
+    default = ladder.warmup_name(ladder.parse_args(common))
+    assert default == "listed-0-last_action"  # the names of the runs already on disk stay valid
+    gemma = ladder.warmup_name(ladder.parse_args(common + ["--model", "gemma3-270m"]))
+    local = ladder.warmup_name(ladder.parse_args(common + ["--model", "/models/my model"]))
+    assert len({default, gemma, local}) == 3 and gemma.endswith("gemma3_270m")
+    assert "/" not in local and " " not in local  # a folder name, not a path
