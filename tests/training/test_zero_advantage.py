@@ -19,9 +19,11 @@ from test_shared_prefix import (
     make_trainer,
     perturb,
 )
+from trl import GRPOTrainer
 
 from embodied_r.training.recipe import RecipeError, load_recipe
 from embodied_r.training.trainer import ReasonerGRPOTrainer
+from embodied_r.training.zero_advantage import rows_of_varying_groups, rows_with_advantage, uniform_group_rows
 
 
 def prepared(tiny_lm_dir: Any, tmp_path: Any, beta: float = 0.0) -> tuple[ReasonerGRPOTrainer, dict[str, Any]]:
@@ -99,6 +101,37 @@ def test_with_a_kl_term_every_row_is_updated(tiny_lm_dir, tmp_path, caplog) -> N
     assert rows == full_rows
     assert_gradients_close(grads, full_grads, GRAD_RTOL_FP32)
     assert "beta > 0" in caplog.text
+
+
+def test_a_group_whose_rewards_did_not_vary_gets_advantage_exactly_zero(tiny_lm_dir, tmp_path,
+                                                                         monkeypatch) -> None:
+    # Two groups of 8 (format, accuracy; weights 0.2 : 0.8): the first formatted and wrong throughout, the
+    # second half right. TRL's float32 group mean of eight 0.2s is not exactly 0.2, so the first group's
+    # advantages come out as one value of rounding size instead of 0; the trainer must make them 0.
+    rewards = torch.tensor([[1.0, 0.0]] * 8 + [[1.0, 1.0], [1.0, 0.0]] * 4)
+    total = (rewards * torch.tensor([0.2, 0.8])).nansum(dim=1)
+    mean = total.view(-1, 8).mean(dim=1).repeat_interleave(8)
+    std = total.view(-1, 8).std(dim=1).repeat_interleave(8)
+    trl = (total - mean) / (std + 1e-4)
+    trl[:8] = 1.5e-4  # the rounding value, whether or not this torch's sum happens to be exact
+    groups = [list(range(8)), list(range(8, 16))]
+    assert rows_with_advantage({"advantages": trl}) == list(range(16))  # as TRL hands it over: no row skipped
+    assert uniform_group_rows(rewards, 8).tolist() == [True] * 8 + [False] * 8
+    trainer = make_trainer(tiny_lm_dir, tmp_path)
+    monkeypatch.setattr(GRPOTrainer, "_generate_and_score_completions",
+                        lambda self, inputs: {"advantages": trl.clone()})
+    for treatment in ("skip", "drop", "update"):
+        trainer.zero_variance_groups = treatment
+        trainer._uniform_rows = uniform_group_rows(rewards, 8)  # what _calculate_rewards leaves for this batch
+        advantages = trainer._generate_and_score_completions({})["advantages"]
+        assert torch.equal(advantages[8:], trl[8:])  # the group that varied keeps TRL's advantages
+        if treatment == "update":
+            assert torch.equal(advantages, trl)  # update stays TRL's update
+        else:
+            assert bool((advantages[:8] == 0).all())
+            live = {"advantages": advantages}
+            assert rows_with_advantage(live) == list(range(8, 16))
+            assert rows_of_varying_groups(live, groups) == list(range(8, 16))
 
 
 def test_the_recipe_checks_the_treatment(tiny_recipe) -> None:

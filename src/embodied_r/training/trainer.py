@@ -100,6 +100,26 @@ class ReasonerGRPOTrainer(GRPOTrainer):
             last = self._scaled_slice_loss(model, inputs, slices[-1])
             return last if done is None else last + done
 
+    def _generate_and_score_completions(self, inputs: Any) -> Any:
+        # Under skip and drop, a group whose rewards did not vary gets advantage exactly 0 instead of the
+        # rounding of TRL's float32 group mean, so that it is skipped or dropped (training/zero_advantage.py).
+        output = super()._generate_and_score_completions(inputs)
+        uniform, self._uniform_rows = getattr(self, "_uniform_rows", None), None
+        if (uniform is None or self.zero_variance_groups == "update"
+                or getattr(self, "multi_objective_aggregation", "sum_then_normalize") != "sum_then_normalize"):
+            return output
+        advantages = output["advantages"]
+        rows = advantages.shape[0]
+        local = uniform[self.accelerator.process_index * rows:(self.accelerator.process_index + 1) * rows]
+        if local.numel() != rows:  # TRL's process slice is this process's rows of the gathered batch
+            self._note_once("uniform-groups", logging.WARNING, "zero_variance_groups %s: %d advantages for %d "
+                            "rewards in view; uniform groups keep TRL's advantages", self.zero_variance_groups,
+                            rows, local.numel())
+            return output
+        local = local.to(advantages.device)
+        output["advantages"] = advantages.masked_fill(local.view(-1, *[1] * (advantages.dim() - 1)), 0.0)
+        return output
+
     def _rows_to_update(self, model: Any, inputs: Any, return_outputs: bool) -> tuple[Any, list[int] | None]:
         """(the inputs the update sees, the rows of them to differentiate or None for all): ``skip`` leaves
         out rows with advantage 0 (same gradient); ``drop`` also removes the groups whose rewards did not
@@ -305,6 +325,9 @@ class ReasonerGRPOTrainer(GRPOTrainer):
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         mode = "train" if self.model.training else "eval"
         generations = self.num_generations if mode == "train" else self.num_generations_eval
+        self._uniform_rows = None
+        if mode == "train" and generations and rewards.shape[0] % generations == 0:
+            self._uniform_rows = zero_advantage.uniform_group_rows(rewards.cpu(), generations)
         if generations and rewards.shape[0] % generations == 0:
             for name, share in zero_variance_shares(
                 rewards.cpu(), generations, self.reward_func_names

@@ -4,9 +4,18 @@ A GRPO group whose completions all earn the same reward has advantage 0 in every
 row whose reward equals its group's mean. With no KL term (beta = 0) such a row's per-token loss is
 ``-A * ratio = 0``: it moves no weight, yet TRL runs its forward and backward pass like any other. Early
 in a run on a small model most groups are like that (all wrong, or all one letter), so most of the
-update is spent on rows that change nothing. Three treatments:
+update is spent on rows that change nothing.
 
-- ``update``: TRL's: every row goes through the update.
+Such a group's advantage is 0 only in exact arithmetic. TRL subtracts the group's mean reward computed in
+float32, and the mean of 8 or 16 equal rewards of 0.2 (formatted and wrong: the commonest uniform group)
+is not exactly 0.2, so every row of it gets one advantage of rounding size (~1e-8, ~1e-4 after division by
+the group's std + 1e-4), and TRL's ``frac_reward_zero_std`` does not count it either (its ``isclose``
+tolerance is 1e-8). Under ``skip`` and ``drop`` the trainer therefore sets the advantage of every row of a
+group whose rewards did not vary to exactly 0 (``uniform_group_rows``, read off the rewards of the whole
+generation batch, where every group is complete), for TRL's ``sum_then_normalize`` aggregation, where
+that is the exact value. Three treatments:
+
+- ``update``: TRL's: every row goes through the update, its advantages as TRL computed them.
 - ``skip`` (default): rows with advantage exactly 0 are left out of the forward and backward passes.
   The loss's normaliser is untouched (each kept row carries its share, ``token_budget.slice_scale``), so
   the gradient is the same as ``update``'s, for less compute. Where that cannot be guaranteed (beta > 0,
@@ -43,6 +52,22 @@ def drop_unsupported_reason(loss_type: str, steps_per_generation: int, num_proce
     if num_processes != 1:
         return f"{num_processes} processes (the normaliser spans processes)"
     return None
+
+
+def uniform_group_rows(rewards_per_func: torch.Tensor, num_generations: int) -> torch.Tensor:
+    """Per row of a generation batch (TRL's gathered ``rewards_per_func``: rows x reward functions, each
+    group's ``num_generations`` rows consecutive): whether every completion of its group earned the same
+    reward from every function (a function's "not scored", NaN, counts as one value).
+
+    >>> rewards = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 1.0], [1.0, 0.0], [1.0, float("nan")],
+    ...                         [1.0, float("nan")]])
+    >>> uniform_group_rows(rewards, 2).tolist()
+    [True, True, False, False, True, True]
+    """
+    grouped = torch.nan_to_num(rewards_per_func.float(), nan=float("inf"))
+    grouped = grouped.view(-1, num_generations, rewards_per_func.shape[-1])
+    same = (grouped == grouped[:, :1]).all(dim=2).all(dim=1)
+    return same.repeat_interleave(num_generations)
 
 
 def rows_with_advantage(inputs: dict[str, Any]) -> list[int]:
