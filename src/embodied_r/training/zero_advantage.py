@@ -18,9 +18,9 @@ that is the exact value. Three treatments:
 - ``update``: TRL's: every row goes through the update, its advantages as TRL computed them.
 - ``skip`` (default): rows with advantage exactly 0 are left out of the forward and backward passes.
   The loss's normaliser is untouched (each kept row carries its share, ``token_budget.slice_scale``), so
-  the gradient is the same as ``update``'s, for less compute. Where that cannot be guaranteed (beta > 0,
-  a loss or input that is not a per-row sum, see ``token_budget.unsupported_reason``) every row is
-  updated, as TRL does, and the reason is logged once.
+  the gradient is the same as ``update``'s (but for the rounding term above), for less compute. Where
+  that cannot be guaranteed (beta > 0, a loss or input that is not a per-row sum, see
+  ``token_budget.unsupported_reason``) every row is updated, as TRL does, and the reason is logged once.
 - ``drop``: DAPO's dynamic sampling without the resampling (Yu et al., 2025, "DAPO", section 3.2):
   groups whose rewards do not vary are removed from the loss *and its normaliser*, so the informative
   groups are not diluted by the ones that carry nothing; the step's gradient is then an average over
