@@ -54,6 +54,9 @@ class ReasonerGRPOTrainer(GRPOTrainer):
     balanced_steps: str = "none"
     rotation_group: int | None = None
     rotated_rows: list[Any] | None = None
+    # Rows of the current generation batch whose group's rewards did not vary (set by _calculate_rewards,
+    # used once by _generate_and_score_completions).
+    _uniform_rows: Any = None
 
     def _get_train_sampler(self, dataset: Any = None) -> Any:
         if self.balanced_steps == "none":
@@ -104,9 +107,9 @@ class ReasonerGRPOTrainer(GRPOTrainer):
         # Under skip and drop, a group whose rewards did not vary gets advantage exactly 0 instead of the
         # rounding of TRL's float32 group mean, so that it is skipped or dropped (training/zero_advantage.py).
         output = super()._generate_and_score_completions(inputs)
-        uniform, self._uniform_rows = getattr(self, "_uniform_rows", None), None
+        uniform, self._uniform_rows = self._uniform_rows, None
         if (uniform is None or self.zero_variance_groups == "update"
-                or getattr(self, "multi_objective_aggregation", "sum_then_normalize") != "sum_then_normalize"):
+                or self.multi_objective_aggregation != "sum_then_normalize"):
             return output
         advantages = output["advantages"]
         rows = advantages.shape[0]
@@ -326,9 +329,9 @@ class ReasonerGRPOTrainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         generations = self.num_generations if mode == "train" else self.num_generations_eval
         self._uniform_rows = None
-        if mode == "train" and generations and rewards.shape[0] % generations == 0:
-            self._uniform_rows = zero_advantage.uniform_group_rows(rewards.cpu(), generations)
         if generations and rewards.shape[0] % generations == 0:
+            if mode == "train" and self.zero_variance_groups != "update":
+                self._uniform_rows = zero_advantage.uniform_group_rows(rewards.cpu(), generations)
             for name, share in zero_variance_shares(
                 rewards.cpu(), generations, self.reward_func_names
             ).items():
