@@ -133,15 +133,101 @@ def test_egocentric_direction_does_not_apply_when_the_words_or_the_object_are_mi
 
 
 # ---------------------------------------------------------------------------------------------------
+# Floor-plan rules: relative distance and direction, routes, absolute distance
+# ---------------------------------------------------------------------------------------------------
+
+# One frame's plan (x ahead, y left, metres): sofa (2, 0), lamp (0.35, 1.97), chair (0.17, -0.98), door (4, 0).
+PLAN = ("a blue sofa straight ahead, about 2.0 m away; a white lamp to the left, about 2.0 m away; "
+        "a red chair to the right, about 1.0 m away; a brown door straight ahead, about 4.0 m away.")
+SIDES = ["A. left", "B. right"]
+CORNERS = ["A. front-left", "B. front-right", "C. back-left", "D. back-right"]
+
+
+def test_relative_distance_picks_the_nearest_on_one_frames_plan() -> None:
+    question = ("Measuring from the closest point of each object, which of these objects (lamp, door) is the closest "
+                "to the sofa?")
+    near = _one(_row("object_rel_distance", [(None, "I see nothing."), ("Rotate left", PLAN)], question, "B",
+                     ["A. lamp", "B. door"]))
+    assert near["applies"] and near["parsed_answer"] == "B" and near["exact"]  # door 2.0 m, lamp 2.6 m
+    # A choice never seen in the same frame as the object: no plan holds both.
+    apart = _one(_row("object_rel_distance", [(None, "I see a brown door ahead-left, about 3.0 m away."),
+                                              ("Rotate left", "I see a blue sofa straight ahead, about 2.0 m away; "
+                                                              "a white lamp to the left, about 2.0 m away.")],
+                      question, "B", ["A. lamp", "B. door"]))
+    assert not apart["applies"] and apart["reason"] == "no frame places all of: sofa, door"
+
+
+# Standing by the sofa facing the door, the lamp is 130 degrees counter-clockwise (left, back-left) and the
+# chair 208 (back, back-right); standing by the lamp facing the door, the sofa is at 338 (front-right).
+@pytest.mark.parametrize(("task", "standing", "asked", "options", "letter"), [
+    ("object_rel_direction_easy", "sofa", "lamp", SIDES, "A"),
+    ("object_rel_direction_easy", "sofa", "chair", SIDES, "B"),
+    ("object_rel_direction_medium", "sofa", "lamp", ["A. left", "B. right", "C. back"], "A"),
+    ("object_rel_direction_medium", "sofa", "chair", ["A. left", "B. right", "C. back"], "C"),
+    ("object_rel_direction_hard", "sofa", "lamp", CORNERS, "C"),
+    ("object_rel_direction_hard", "sofa", "chair", CORNERS, "D"),
+    ("object_rel_direction_hard", "lamp", "sofa", CORNERS, "B"),
+])
+def test_relative_direction_bins_the_angle_seen_from_the_standing_object(task: str, standing: str, asked: str,
+                                                                         options: list[str], letter: str) -> None:
+    question = f"If I am standing by the {standing} and facing the door, is the {asked} to my left or right?"
+    p = _one(_row(task, [(None, PLAN)], question, letter, options))
+    assert p["applies"], p["reason"]
+    assert p["parsed_answer"] == letter
+
+
+def test_relative_direction_needs_all_three_in_one_frame_and_a_majority() -> None:
+    question = "If I am standing by the sofa and facing the door, is the lamp to the left or the right of the door?"
+    missing = _one(_row("object_rel_direction_easy", [(None, "I see a blue sofa straight ahead, about 2.0 m away.")],
+                        question, "B", SIDES))
+    assert not missing["applies"] and missing["reason"].startswith("no frame places all of")
+    mirrored = PLAN.replace("lamp to the left", "lamp to the right")
+    split = _one(_row("object_rel_direction_easy", [(None, PLAN), ("Rotate left", mirrored)], question, "B", SIDES))
+    assert not split["applies"] and split["reason"] == "the frames disagree: left, right"
+    views = [(None, PLAN), ("Rotate left", mirrored), ("Rotate left", PLAN)]
+    two_to_one = _one(_row("object_rel_direction_easy", views, question, "A", SIDES))
+    assert two_to_one["applies"] and two_to_one["parsed_answer"] == "A"
+
+
+def test_route_turns_follow_the_plan() -> None:
+    # Lamp -> sofa heads (1.65, -1.97), sofa -> door (2, 0): 50 degrees to the left; door -> lamp turns 152 (back).
+    question = ("You are a robot beginning at the lamp facing the sofa. You want to navigate to the lamp. You will "
+                "perform the following actions (Note: for each [please fill in], choose either 'turn back,' 'turn "
+                "left,' or 'turn right.'): 1. Go forward until the sofa 2. [please fill in] 3. Go forward until the "
+                "door 4. [please fill in] 5. Go forward until the lamp. You have reached the final destination.")
+    options = ["A. Turn Right, Turn Back", "B. Turn Left, Turn Back", "C. Turn Left, Turn Left",
+               "D. Turn Back, Turn Back"]
+    p = _one(_row("route_planning", [(None, PLAN)], question, "B", options))
+    assert p["applies"] and p["parsed_answer"] == "B" and p["exact"]
+
+
+def test_absolute_distance_takes_off_the_objects_depth() -> None:
+    from embodied_r.evaluation.position_rules import DEPTH_ALLOWANCE
+
+    question = ("Measuring from the closest point of each object, what is the direct distance between the sofa and "
+                "the door (in meters)?")
+    p = _one(_row("object_abs_distance", [(None, PLAN), ("Rotate left", PLAN)], question, 1.3))
+    assert p["applies"] and p["parsed_answer"] == pytest.approx(round(2.0 - DEPTH_ALLOWANCE, 1))
+    # Two sightings of a category: the nearer pair counts; a pair closer than the allowance is floored.
+    door = "a brown door straight ahead, about 4.0 m away"
+    twin = PLAN.replace(door, f"{door}; a brown door straight ahead, about 2.5 m away")
+    assert _one(_row("object_abs_distance", [(None, twin)], question, 0.2))["parsed_answer"] == pytest.approx(0.2)
+    vague = _one(_row("object_abs_distance", [(None, "I see a blue sofa and a brown door.")], question, 1.3))
+    assert not vague["applies"]
+
+
+# ---------------------------------------------------------------------------------------------------
 # Tasks without a rule, rows without frames, the table
 # ---------------------------------------------------------------------------------------------------
 
 
 def test_other_tasks_and_rows_without_frames_guess() -> None:
     views = [(None, "I see a blue sofa.")]
-    easy = _one(_row("object_rel_direction_easy", views, "Left or right?", "A", ["A. left", "B. right"]))
-    assert not easy["applies"] and easy["rule"] == "none" and easy["score"] == 0.5
-    assert easy["reason"] == "no rule for task object_rel_direction_easy"
+    size = _one(_row("object_size_estimation", views, "How long is the sofa?", 180.0))
+    assert not size["applies"] and size["rule"] == "none" and size["score"] == 0.0
+    assert size["reason"] == "no rule for task object_size_estimation"
+    guess = _one(_row("route_planning", views, "Which turns?", "A", ["A. Turn Left, Turn Left", "B. x"]))
+    assert not guess["applies"] and guess["score"] == 0.5
     bare = PromptRow("b", "last_action", [{"role": "user", "content": "Question: Which?"}], "A", "choice", ACTIONS)
     assert _one(bare)["reason"] == "no frame lines in the prompt"
 
@@ -220,3 +306,19 @@ def test_rules_on_a_synthetic_world(world_rows: list[PromptRow]) -> None:
         if not p["applies"]:
             assert p["score"] == (1 / len(row.options) if row.options else 0.0)
     assert all(t["ceiling"] is None for t in table["tasks"].values() if t["rule"] == "none")
+
+
+def test_floor_plan_rules_on_a_synthetic_world(world_rows: list[PromptRow]) -> None:
+    from embodied_r.evaluation.position_rules import POSITION_RULES
+
+    predictions = [p for p in text_rule_predictions(world_rows) if p["task"] in POSITION_RULES]
+    applied = [p for p in predictions if p["applies"]]
+    # Every such task of this world has a question whose objects one key frame shows together ...
+    assert {p["task"] for p in applied} == set(POSITION_RULES)
+    # ... and the oracle's words place them well enough that the choice answers are mostly exactly right
+    # (a bearing word spans 40-60 degrees, so not always).
+    choices = [p for p in applied if p["answer_type"] == "choice"]
+    assert sum(p["exact"] for p in choices) > len(choices) / 2
+    assert all(isinstance(p["parsed_answer"], float) and p["parsed_answer"] >= 0.2
+               for p in applied if p["answer_type"] == "number")
+    assert all(p["reason"] for p in predictions if not p["applies"])

@@ -27,7 +27,10 @@ question's options:
   (ahead-left -> front-left, ahead-right -> front-right, behind-left -> back-left, behind-right ->
   back-right); "straight ahead" and "to the left/right" do not determine a quadrant, and an object
   not mentioned in the last frame has none: the rule does not apply.
-- every other task: no rule.
+- relative distance, relative direction (easy, medium, hard), route planning and absolute distance:
+  the named objects placed on a floor plan from one frame's bearing words and distances
+  (evaluation/position_rules.py).
+- every other task (object and room size: the text states no sizes): no rule.
 
 What counts as a mention of an object, and how the frames are read, is methods/embodied_r/frame_text.py.
 
@@ -47,6 +50,7 @@ from typing import Any
 from embodied_r.core.parsing import option_texts
 from embodied_r.core.records import Prediction, PromptRow
 from embodied_r.core.scoring import score_answer
+from embodied_r.evaluation.position_rules import POSITION_RULES
 from embodied_r.methods.embodied_r.frame_text import (
     QUADRANT_WORDS,
     Frame,
@@ -137,11 +141,28 @@ def egocentric_direction_rule(row: PromptRow, frames: Sequence[Frame]) -> Outcom
     return (letter, None) if letter else (None, "the quadrant is not one of the options")
 
 
-RULES: dict[str, tuple[str, Callable[[PromptRow, Sequence[Frame]], Outcome]]] = {
+Rule = Callable[[PromptRow, Sequence[Frame]], Outcome]
+
+
+def _as_option(rule: Rule) -> Rule:
+    """A rule that answers with an option's text, answering with its letter instead (numbers pass)."""
+
+    def lettered(row: PromptRow, frames: Sequence[Frame]) -> Outcome:
+        answer, reason = rule(row, frames)
+        if reason is not None or row.answer_type != "choice":
+            return answer, reason
+        letter = _option_letter(row, str(answer))
+        return (letter, None) if letter else (None, f"no option says: {answer}")
+
+    return lettered
+
+
+RULES: dict[str, tuple[str, Rule]] = {
     "last_action": ("last frame's action", last_action_rule),
     "obj_appearance_order": ("order of first mentions", appearance_order_rule),
     "object_counting": ("new-object mentions, summed", counting_rule),
     "egocentric_direction": ("last frame's direction", egocentric_direction_rule),
+    **{task: (name, _as_option(rule)) for task, (name, rule) in POSITION_RULES.items()},
 }
 
 
@@ -204,9 +225,9 @@ def text_rule_table(rows: Sequence[PromptRow],
     ``overall`` adds ``n_applies`` and the ceiling over the questions of tasks with a rule.
 
     >>> from embodied_r.core.records import PromptRow
-    >>> table = text_rule_table([PromptRow("r", "route_planning", [], "A", "choice", ["A. x", "B. y"])])
-    >>> table["tasks"]["route_planning"]["rule"], table["tasks"]["route_planning"]["ceiling"], table["overall"]["micro"]
-    ('none', None, 0.5)
+    >>> table = text_rule_table([PromptRow("r", "object_size_estimation", [], 90.0, "number")])
+    >>> table["tasks"]["object_size_estimation"]["rule"], table["tasks"]["object_size_estimation"]["ceiling"]
+    ('none', None)
     """
     from embodied_r.evaluation.metrics import task_table
 
