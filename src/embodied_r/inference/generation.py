@@ -54,14 +54,18 @@ def cache_keyword(model: Any) -> str:
 
 def generate_batch(model: Any, tokenizer: Any, texts: Sequence[str] | None, max_new_tokens: int,
                    do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
-                   share_prefix: bool = True, token_lists: Sequence[Sequence[int]] | None = None) -> list[str]:
+                   share_prefix: bool = True, token_lists: Sequence[Sequence[int]] | None = None,
+                   top_k: int | None = None) -> list[str]:
     """Generate one completion per already-templated text (or per ``token_lists`` entry, already
-    tokenised); returns only the new text."""
+    tokenised); returns only the new text. When sampling, ``top_k`` (0: off, as TRL's GRPO default)
+    replaces the model's own generation config value; None keeps it."""
     import torch
 
     kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "pad_token_id": tokenizer.pad_token_id}
     if do_sample:
         kwargs.update(do_sample=True, temperature=temperature, top_p=top_p)
+        if top_k is not None:
+            kwargs["top_k"] = top_k
     else:
         kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
     if token_lists is None:

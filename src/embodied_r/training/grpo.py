@@ -8,8 +8,9 @@ reward, held-out evaluation with the evaluation code, a resolved config saved be
 subclass (``training.trainer``).
 
 Files in ``output_dir``: ``resolved_recipe.yaml``, ``grpo_config.json``, ``metrics.jsonl``,
-``samples.jsonl``, ``eval.jsonl`` and ``eval/``, ``checkpoint-N/`` (TRL), ``final/`` (the model),
-``runs/`` (TensorBoard, when ``report_to`` includes it), ``summary.json``.
+``samples.jsonl``, ``curriculum.jsonl`` (``curriculum: easy-first``), ``eval.jsonl`` and ``eval/``,
+``checkpoint-N/`` (TRL), ``final/`` (the model), ``runs/`` (TensorBoard, when ``report_to`` includes it),
+``summary.json``.
 """
 
 from __future__ import annotations
@@ -207,6 +208,10 @@ def build_trainer(
             raise RecipeError(f"balanced_steps: a step samples {prompts} prompts, which cannot hold whole "
                               f"blocks of {rotation_group} (the number of options); make it a multiple of "
                               f"{rotation_group}")
+    if recipe.curriculum != "none":
+        from embodied_r.training.curriculum import check_curriculum_rows
+
+        check_curriculum_rows(train_rows, recipe.train_data)
     # Image rows (Robot-R1, key frames) are read with their images from the data folder.
     train_dataset = rows_to_dataset(train_rows, image_dir=data_dir(recipe.train_data))
     schedule, warmup = recipe.sections.schedule, recipe.sections.warmup
@@ -225,6 +230,13 @@ def build_trainer(
     if not judge_first:
         rewards = build_rewards(recipe, model_path, judge=judge)
         probe = _gate_judge(recipe, rewards, rows, schedule)
+    curriculum = None
+    if recipe.curriculum != "none":
+        from embodied_r.training.curriculum import difficulty_pass
+
+        # From the model GRPO starts from, before TRL's config sets up DeepSpeed (curriculum.py).
+        curriculum = difficulty_pass(recipe, train_rows, model_path, rewards[recipe.reward_names.index("accuracy")],
+                                     resolve_precision(recipe)[0], PartialState().num_processes)
     args = build_config(recipe, schedule)
     if schedule is None:
         for func, weight in zip(rewards, _static_weights(recipe, len(rewards))):
@@ -267,6 +279,7 @@ def build_trainer(
     trainer.rotation_group = rotation_group
     trainer.balanced_steps = recipe.balanced_steps
     trainer.rotated_rows = train_rows if rotation_group else None
+    trainer.curriculum_order = curriculum.order if curriculum else None
     if recipe.context_rule == TOKEN_CUT_RULE:
         trainer.left_truncate_to = int(prompt_context["limit"])
     if evaluator is not None:
@@ -298,6 +311,7 @@ def build_trainer(
         "model_path": model_path,
         "resume": resume,
         "judge_probe": probe,
+        "curriculum": curriculum.describe() if curriculum else None,
         "resume_from": str(resume_from) if resume_from is not None else None,
     }
     return trainer, context

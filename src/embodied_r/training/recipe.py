@@ -154,6 +154,14 @@ class Recipe:
     # letters; none = the rows as they are. Needs text choice rows with one number of options n and prompts
     # per step (generation batch / num_generations) a multiple of n.
     balanced_steps: str = "none"
+    # The order GRPO takes its prompts in (training/curriculum.py): none = TRL's shuffle; easy-first = before
+    # training, num_generations completions of each row of a seeded pool (curriculum_pool_factor x the prompts
+    # the run consumes; every row for a run sized by epochs) are sampled from the starting model and scored by
+    # the accuracy reward (OUTPUT/curriculum.jsonl, resumable); rows with some but not all right come first,
+    # more right first, then the rest; rows outside the pool are not used. Needs the accuracy reward and
+    # balanced_steps: none (both choose the order).
+    curriculum: str = "none"
+    curriculum_pool_factor: float = 2.0
     # A backward pass over more tokens than this (a micro-batch, or its largest slice) recomputes the
     # decoder layers' activations instead of keeping them (activation checkpointing): a fraction of the
     # memory for some more update time, so short micro-batches keep the fast path. Needs TRL's
@@ -383,6 +391,7 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
     if recipe.balanced_steps not in BALANCED_STEPS:
         raise RecipeError(f"{source}: 'balanced_steps' must be one of {', '.join(BALANCED_STEPS)}; "
                           f"got {recipe.balanced_steps!r}")
+    check_curriculum(recipe, source)
     for key in ("max_train_batch_tokens", "checkpoint_over_tokens"):
         budget = getattr(recipe, key)
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
@@ -443,6 +452,25 @@ def check_zero_variance_groups(recipe: Recipe, source: str = "recipe") -> None:
         reason = drop_unsupported_reason(recipe.trl.get("loss_type", "dapo"), int(steps), 1)
         if reason is not None:
             raise RecipeError(f"{source}: zero_variance_groups: drop is not defined for {reason}; use skip")
+
+
+def check_curriculum(recipe: Recipe, source: str = "recipe") -> None:
+    """``curriculum`` is one of its modes, its pool factor a positive number, and easy-first has what it
+    ranks rows by (the accuracy reward) and the order to itself (``balanced_steps: none``)."""
+    if recipe.curriculum not in CURRICULA:
+        raise RecipeError(f"{source}: 'curriculum' must be one of {', '.join(CURRICULA)}; got {recipe.curriculum!r}")
+    factor = recipe.curriculum_pool_factor
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or not factor > 0:
+        raise RecipeError(f"{source}: 'curriculum_pool_factor' must be a positive number, got {factor!r}")
+    if recipe.curriculum == "none":
+        return
+    if recipe.balanced_steps != "none":
+        raise RecipeError(f"{source}: curriculum {recipe.curriculum} and balanced_steps {recipe.balanced_steps} "
+                          "both choose the order of the prompts; set one of them to none")
+    if "accuracy" not in recipe.reward_names:
+        raise RecipeError(f"{source}: curriculum {recipe.curriculum} ranks rows by the accuracy reward, which "
+                          f"the recipe's rewards {recipe.reward_names} do not include; add accuracy or set "
+                          "curriculum: none")
 
 
 def check_attention(name: str | None, source: str = "recipe") -> None:
@@ -540,6 +568,8 @@ def _matches(value: Any, scalar: set[type]) -> bool:
 
 
 VLLM_MODES = ("colocate", "server")
+# The orders GRPO can take its prompts in (training/curriculum.py imports this module, so they live here).
+CURRICULA = ("none", "easy-first")
 
 
 # String values TRL 1.16 accepts but checks only inside the loss or the reward scaling, i.e. on a

@@ -7,7 +7,9 @@
 - each group's shared prompt encoded once, in sampling (training/prefix_generation.py) and in the
   log-probability passes (training/shared_prefix.py), with the same values as TRL's per-row encoding;
 - token-budgeted backward passes and activation checkpointing by size (training/token_budget.py), and
-  rows with advantage 0 left out of the update (training/zero_advantage.py).
+  rows with advantage 0 left out of the update (training/zero_advantage.py);
+- prompts in a chosen order instead of TRL's shuffle: balanced steps (training/option_rotations.py) or an
+  easy-first curriculum (training/curriculum.py).
 
 The run set-up (recipe -> config, rewards, data, this trainer) is training/grpo.py.
 """
@@ -54,19 +56,28 @@ class ReasonerGRPOTrainer(GRPOTrainer):
     balanced_steps: str = "none"
     rotation_group: int | None = None
     rotated_rows: list[Any] | None = None
+    # curriculum easy-first (training/curriculum.py): the data set indices in the order GRPO takes them.
+    curriculum_order: list[int] | None = None
     # Rows of the current generation batch whose group's rewards did not vary (set by _calculate_rewards,
     # used once by _generate_and_score_completions).
     _uniform_rows: Any = None
 
     def _get_train_sampler(self, dataset: Any = None) -> Any:
+        # TRL's RepeatSampler layout (prompts per generation batch, each repeated per completion, each batch
+        # per reuse), with the order chosen here instead of shuffled.
+        geometry = {"batch_size": self.args.generation_batch_size // self.num_generations,
+                    "mini_repeat_count": self.num_generations,
+                    "repeat_count": self.num_iterations * self.args.steps_per_generation}
+        if self.curriculum_order is not None:
+            from embodied_r.training.curriculum import CurriculumSampler
+
+            return CurriculumSampler(self.curriculum_order, **geometry)
         if self.balanced_steps == "none":
             return super()._get_train_sampler(dataset)
         from embodied_r.training.option_rotations import BalancedAnswerSampler, RotationSampler
 
         dataset = self.train_dataset if dataset is None else dataset
-        geometry = {"batch_size": self.args.generation_batch_size // self.num_generations,
-                    "mini_repeat_count": self.num_generations,
-                    "repeat_count": self.num_iterations * self.args.steps_per_generation, "seed": self.args.seed}
+        geometry["seed"] = self.args.seed
         if self.balanced_steps == "answers":
             return BalancedAnswerSampler(self.rotated_rows or [], self.rotation_group or 0, **geometry)
         return RotationSampler(len(dataset), self.rotation_group or 0, **geometry)
