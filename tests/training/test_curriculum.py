@@ -12,7 +12,6 @@ from trl.trainer.utils import RepeatSampler
 from embodied_r.core.io import write_jsonl
 from embodied_r.core.records import PromptRow
 from embodied_r.methods.accuracy import make_accuracy_reward
-from embodied_r.methods.rewards import REWARDS, register_reward
 from embodied_r.training import curriculum
 from embodied_r.training.curriculum import (
     CurriculumSampler,
@@ -23,6 +22,7 @@ from embodied_r.training.curriculum import (
 )
 from embodied_r.training.grpo import train
 from embodied_r.training.recipe import RecipeError, load_recipe
+from tests.training.toy_rows import short_rows
 
 COUNTS = {0: 0, 1: 4, 2: 1, 3: 3, 4: 2, 5: 3, 6: 0, 7: 4, 8: 1, 9: 2}  # row index -> right of 4
 
@@ -173,34 +173,12 @@ def test_recipe_values_are_checked(tiny_recipe) -> None:
 
 
 @pytest.fixture
-def prompt_recorder():
-    """A reward that records the row ids of each generation batch GRPO scores, in order."""
-    seen: list[list[str]] = []
-
-    def record(completions, id, **_):  # noqa: A002 - TRL passes the data set's "id" column by name
-        seen.append(list(id))
-        return [0.0] * len(completions)
-
-    register_reward("test_curriculum_ids", record, replace=True)
-    yield seen
-    REWARDS.pop("test_curriculum_ids", None)
-
-
-def short_rows(n: int) -> list[dict]:
-    """Short prompts (the tiny model's byte-level tokenizer makes long ones slow), choice and number in turn."""
-    return [(PromptRow(id=f"r{i}", task="direction", answer="B", options=["A. left", "B. right"],
-                       prompt=[{"role": "user", "content": f"Chair {i}. Where? A. left B. right"}]) if i % 2 == 0
-             else PromptRow(id=f"r{i}", task="count", answer=float(i), answer_type="number",
-                            prompt=[{"role": "user", "content": f"How many? {i}"}])).to_dict() for i in range(n)]
-
-
-@pytest.fixture
-def easy_first(tiny_recipe, tmp_path, prompt_recorder):
+def easy_first(tiny_recipe, tmp_path, id_recorder):
     """A recipe of 12 rows, 2 prompts x 2 completions a step for 2 steps (a pool of 8 rows), and its rows."""
-    rows = short_rows(12)
+    rows = short_rows(12, "r")
     write_jsonl(tmp_path / "twelve.jsonl", rows)
     recipe = load_recipe(tiny_recipe(train_data=str(tmp_path / "twelve.jsonl"), curriculum="easy-first",
-                                     rewards=["format", "accuracy", "test_curriculum_ids"],
+                                     rewards=["format", "accuracy", "test_record_ids"],
                                      per_device_train_batch_size=4, num_generations=2, max_steps=2,
                                      max_completion_length=6, save_strategy="no"))
     pool = [rows[i]["id"] for i in pool_indices(12, prompts_consumed(recipe.trl, 1), 2.0, seed=0)]
@@ -224,7 +202,7 @@ def expected_order(lines: list[dict], ids: list[str]) -> list[str]:
     return [ids[i] for i in curriculum_order(counts, group_size=2, seed=0)]
 
 
-def test_grpo_takes_the_pool_in_the_curriculum_order(easy_first, prompt_recorder, monkeypatch) -> None:
+def test_grpo_takes_the_pool_in_the_curriculum_order(easy_first, id_recorder, monkeypatch) -> None:
     recipe, ids, pool = easy_first
     sampled: list[str] = []
     original = curriculum.sample_completions
@@ -241,13 +219,13 @@ def test_grpo_takes_the_pool_in_the_curriculum_order(easy_first, prompt_recorder
     assert [line["id"] for line in lines] == pool == sampled  # one line per pool row, each sampled once
     assert all(line["of"] == 2 and 0 <= line["right"] <= 2 for line in lines)
     order = expected_order(lines, ids)
-    assert consumed_prompts(prompt_recorder) == order[:4]  # 2 steps x 2 prompts, in the curriculum's order
+    assert consumed_prompts(id_recorder) == order[:4]  # 2 steps x 2 prompts, in the curriculum's order
     counts = summary["curriculum"]
     assert counts["pool_rows"] == 8 and counts["none_right"] + counts["some_right"] + counts["all_right"] == 8
     assert json.loads((recipe.output_dir / "summary.json").read_text())["curriculum"] == counts
 
 
-def test_a_rerun_scores_only_the_rows_not_yet_in_the_file(easy_first, prompt_recorder, monkeypatch) -> None:
+def test_a_rerun_scores_only_the_rows_not_yet_in_the_file(easy_first, id_recorder, monkeypatch) -> None:
     recipe, ids, pool = easy_first
     # Half the pool scored by an earlier start: two rows whose groups teach (one right of two), two that do not.
     earlier = [{"id": pool[0], "right": 2, "of": 2}, {"id": pool[3], "right": 1, "of": 2},
@@ -265,7 +243,7 @@ def test_a_rerun_scores_only_the_rows_not_yet_in_the_file(easy_first, prompt_rec
     assert sampled == [i for i in pool if i not in {pool[0], pool[3], pool[5], pool[6]}]
     lines = read_lines(recipe.output_dir / "curriculum.jsonl")
     assert lines[:4] == earlier and sorted(line["id"] for line in lines) == sorted(pool)
-    consumed = consumed_prompts(prompt_recorder)
+    consumed = consumed_prompts(id_recorder)
     assert consumed == expected_order(lines, ids)[:4]
     teaching = {line["id"] for line in lines if line["right"] == 1}
     assert {pool[3], pool[6]} <= teaching and set(consumed[:2]) <= teaching  # the first step's groups teach

@@ -12,7 +12,6 @@ from embodied_r.cli.main import main
 from embodied_r.core.io import write_jsonl
 from embodied_r.core.parsing import option_texts
 from embodied_r.core.records import PromptRow
-from embodied_r.methods.rewards import REWARDS, register_reward
 from embodied_r.training.option_rotations import BalancedAnswerSampler, RotationSampler, rotated_rows, rotations
 from embodied_r.training.recipe import RecipeError, load_recipe
 
@@ -69,19 +68,6 @@ def test_the_sampler_keeps_a_questions_rotations_in_one_batch_and_repeats_like_t
     assert list(RotationSampler(24, 4, 8, 2, seed=4)) != order
     with pytest.raises(ValueError, match="multiple of 4"):
         RotationSampler(24, 4, 6, 2)
-
-
-@pytest.fixture
-def id_recorder():
-    seen: list[list[str]] = []
-
-    def record(completions, id, **_):  # noqa: A002 - TRL passes the data set's "id" column by name
-        seen.append(list(id))
-        return [0.0] * len(completions)
-
-    register_reward("test_record_ids", record, replace=True)
-    yield seen
-    REWARDS.pop("test_record_ids", None)
 
 
 def test_training_samples_every_rotation_of_a_question_in_the_same_step(tiny_recipe, tmp_path, id_recorder) -> None:
