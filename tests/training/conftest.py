@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from embodied_r.core.io import write_jsonl
+from embodied_r.core.records import PromptRow
 from embodied_r.methods.rewards import REWARDS, register_reward
-from tests.training.toy_rows import short_rows
 
 
 def length_reward(completions, **_):
@@ -38,6 +38,45 @@ def id_recorder():
     register_reward("test_record_ids", record, replace=True)
     yield seen
     REWARDS.pop("test_record_ids", None)
+
+
+def short_rows(n: int, prefix: str) -> list[dict]:
+    """Prompt rows with short prompts (the tiny model's byte-level tokenizer makes long ones slow)."""
+    rows = []
+    for i in range(n):
+        if i % 2 == 0:
+            rows.append(
+                PromptRow(
+                    id=f"{prefix}{i}",
+                    task="direction",
+                    answer="B",
+                    options=["A. left", "B. right"],
+                    prompt=[
+                        {
+                            "role": "user",
+                            "content": f"Frame 0: chair {i} right. Question: "
+                            "where? Choices: A. left B. right",
+                        }
+                    ],
+                )
+            )
+        else:
+            rows.append(
+                PromptRow(
+                    id=f"{prefix}{i}",
+                    task="count",
+                    answer=float(i),
+                    answer_type="number",
+                    prompt=[{"role": "user", "content": f"Question: how many? {i}"}],
+                )
+            )
+    return [r.to_dict() for r in rows]
+
+
+@pytest.fixture
+def toy_rows():
+    """``short_rows`` for tests in other files (a helper module would not import in two_process_grpo.py)."""
+    return short_rows
 
 
 @pytest.fixture(autouse=True)

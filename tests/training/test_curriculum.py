@@ -22,7 +22,6 @@ from embodied_r.training.curriculum import (
 )
 from embodied_r.training.grpo import train
 from embodied_r.training.recipe import RecipeError, load_recipe
-from tests.training.toy_rows import short_rows
 
 COUNTS = {0: 0, 1: 4, 2: 1, 3: 3, 4: 2, 5: 3, 6: 0, 7: 4, 8: 1, 9: 2}  # row index -> right of 4
 
@@ -173,9 +172,9 @@ def test_recipe_values_are_checked(tiny_recipe) -> None:
 
 
 @pytest.fixture
-def easy_first(tiny_recipe, tmp_path, id_recorder):
+def easy_first(tiny_recipe, tmp_path, id_recorder, toy_rows):
     """A recipe of 12 rows, 2 prompts x 2 completions a step for 2 steps (a pool of 8 rows), and its rows."""
-    rows = short_rows(12, "r")
+    rows = toy_rows(12, "r")
     write_jsonl(tmp_path / "twelve.jsonl", rows)
     recipe = load_recipe(tiny_recipe(train_data=str(tmp_path / "twelve.jsonl"), curriculum="easy-first",
                                      rewards=["format", "accuracy", "test_record_ids"],
