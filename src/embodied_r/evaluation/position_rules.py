@@ -171,11 +171,8 @@ def rel_direction_rule(row: PromptRow, frames: Sequence[Frame]) -> Outcome:
         if origin == ahead or origin == target:
             continue  # one bearing word and distance for two objects: no direction between them
         angle = _ccw_deg((ahead[0] - origin[0], ahead[1] - origin[1]), (target[0] - origin[0], target[1] - origin[1]))
-        label = _bin(angle, bins)
-        if row.task.endswith("_easy"):
-            # The easy question offers only left and right: the side of the line I face on.
-            label = "left" if angle < 180 else "right"
-        labels.append(label)
+        # The easy question offers only left and right: the side of the line I face on.
+        labels.append(("left" if angle < 180 else "right") if row.task.endswith("_easy") else _bin(angle, bins))
     if not labels:
         return None, _not_together([standing, facing, asked])
     return _vote(labels)

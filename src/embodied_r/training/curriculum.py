@@ -269,7 +269,7 @@ def difficulty_pass(recipe: Recipe, rows: Sequence[PromptRow], model_path: str, 
         logger.info("curriculum easy-first: %d pool rows of %d, %d scored in %s, %d to score with %d completions "
                     "each", len(pool), len(rows), len(pool) - len(todo), path, len(todo), group_size)
         if todo:
-            _score_with_model(recipe, todo, path, group_size, model_path, accuracy, dtype, num_processes,
+            _score_with_model(recipe, todo, path, group_size, model_path, accuracy, dtype, num_processes, seed,
                               already=len(pool) - len(todo), total=len(pool))
             counts = read_counts(path, group_size)
     by_index = {i: counts[rows[i].id] for i in pool}
@@ -279,8 +279,8 @@ def difficulty_pass(recipe: Recipe, rows: Sequence[PromptRow], model_path: str, 
 
 
 def _score_with_model(recipe: Recipe, todo: list[PromptRow], path: Path, group_size: int, model_path: str,
-                      accuracy: Callable[..., list[Any]], dtype: str, num_processes: int, already: int,
-                      total: int) -> None:
+                      accuracy: Callable[..., list[Any]], dtype: str, num_processes: int, seed: int,
+                      already: int, total: int) -> None:
     """Load the starting model, score ``todo``, and free the model before GRPO loads its own copy."""
     import gc
 
@@ -288,7 +288,7 @@ def _score_with_model(recipe: Recipe, todo: list[PromptRow], path: Path, group_s
     from transformers import set_seed
 
     sampling = Sampling.from_trl(recipe.trl, num_processes)
-    set_seed(int(recipe.trl.get("seed", 42)))  # the Trainer seeds again when it is built
+    set_seed(seed)  # the Trainer seeds again when it is built
     engine = _load_engine(model_path, dtype, recipe.attn_implementation)
     try:
         def sample(part: list[PromptRow]) -> list[list[str]]:
