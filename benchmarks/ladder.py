@@ -16,9 +16,9 @@ the same warm-up share it:
    say otherwise; ``--sft-rotations``: each question at every letter); with ``--grpo-from-sft`` GRPO
    starts from that seed's SFT model instead (what GRPO adds after SFT; "GRPO - SFT" compares the two);
 4. every model evaluated on ``--split`` (dev while choosing, test once per final arm) with
-   ``embodied-r eval`` and the baselines random, letter prior (fit on train), **blind** (the same model
-   with the video text removed) and **text rule** (the best simple rule over the perception text; its
-   exact-answer share is the answerable ceiling);
+   ``embodied-r eval`` and the baselines random, letter prior and answer-text prior (both fit on train),
+   **blind** (the same model with the video text removed) and **text rule** (the best simple rule over
+   the perception text; its exact-answer share is the answerable ceiling);
 5. the table: per task type, the warm-up, each seed's GRPO score, GRPO - warm-up per seed with its exact
    paired test ("better in k of n seeds") and across seeds with a t-interval over seeds, GRPO - its blind
    self, SFT, and the baselines; fewer than ``MIN_QUESTIONS`` questions of a type -> "too few questions".
@@ -51,12 +51,13 @@ from learning_curve import Progress, check_dtype  # noqa: E402
 
 from embodied_r.core.io import atomic_write_json, atomic_write_text, read_json, read_jsonl, write_jsonl  # noqa: E402
 from embodied_r.demo import expand_globs, training_recipe  # noqa: E402
+from embodied_r.evaluation.baselines import prior_baseline, random_baseline  # noqa: E402
 from embodied_r.training.recipe import merge_overrides, parse_overrides  # noqa: E402
 from embodied_r.training.warmup import THINK_STYLES  # noqa: E402
 
 SPLIT_FILES = {"train": "train", "dev": "val", "test": "test"}  # ladder name -> `data split` file name
 MIN_QUESTIONS = 20  # a task type with fewer questions in the evaluated part gets no verdict
-EVAL_BASELINES = "random,prior,blind,text-rule"
+EVAL_BASELINES = "random,prior,answer-prior,blind,text-rule"
 # Keys of an arm that may differ between its runs: the seed, and the paths that follow from it.
 SEED_KEYS = ("seed", "output_dir", "description")
 
@@ -341,15 +342,18 @@ def summarise(out: Path, split: str) -> dict[str, Any]:
 
     evals = out / "evals" / split
     rows = {str(r["id"]): r for r in read_jsonl(out / "data" / f"{split}-eval.jsonl")}
-    rule_predictions = {str(p["id"]): p for p in text_rule_predictions(_prompt_rows(rows.values()))}
+    prompt_rows = _prompt_rows(rows.values())
+    rule_predictions = {str(p["id"]): p for p in text_rule_predictions(prompt_rows)}
+    # The model-free baselines from the rows themselves (both priors fit on train), so an evaluation made
+    # before a baseline existed still gets its column.
+    train_rows = _prompt_rows(read_jsonl(out / "data" / "prompts" / "train.jsonl"))
+    baselines = {"random": random_baseline(prompt_rows),
+                 **{name: prior_baseline(prompt_rows, train_rows, name=name) for name in ("prior", "answer-prior")}}
     rule = by_task(rule_predictions)
     exact_rule = by_task({i: {**p, "score": float(p["exact"])} for i, p in rule_predictions.items()})
     result: dict[str, Any] = {"split": split, "questions": len(rows), "tasks": {}, "arms": {}, "warmups": {}}
     tasks = sorted({str(r["task"]) for r in rows.values()}) + ["all"]
-    baselines = {}
     for folder in sorted(evals.glob("warmup-*")):
-        metrics = read_json(folder / "metrics.json")
-        baselines = metrics.get("baselines") or baselines
         result["warmups"][folder.name[len("warmup-"):]] = {
             "scores": by_task(predictions(folder)), "blind": by_task(predictions(folder, "blind.jsonl"))}
     for task in tasks:
@@ -357,6 +361,7 @@ def summarise(out: Path, split: str) -> dict[str, Any]:
         result["tasks"][task] = {
             "n": n, "too_few": n < MIN_QUESTIONS,
             "random": _baseline(baselines, "random", task), "prior": _baseline(baselines, "prior", task),
+            "answer_prior": _baseline(baselines, "answer-prior", task),
             "text_rule": mean(rule.get(task, {})), "ceiling": mean(exact_rule.get(task, {})),
         }
     arms: dict[str, dict[str, Any]] = {}
@@ -443,8 +448,8 @@ def markdown(result: dict[str, Any]) -> str:
         seeds = info["seeds"]
         lines += [f"### arm {arm} ({result['split']}, seeds {','.join(map(str, seeds))}, warm-up "
                   f"{info['settings']['warmup']})", "",
-                  "| task type | n | random | prior | text rule (ceiling) | warm-up | GRPO per seed | GRPO − warm-up "
-                  "| GRPO blind | GRPO − blind | SFT | GRPO − SFT |", "|" + "---|" * 12]
+                  "| task type | n | random | letter prior | answer prior | text rule (ceiling) | warm-up | "
+                  "GRPO per seed | GRPO − warm-up | GRPO blind | GRPO − blind | SFT | GRPO − SFT |", "|" + "---|" * 13]
         for task, base in result["tasks"].items():
             row = info["tasks"][task]
             per_seed = " / ".join(pct(row["grpo"].get(s)) for s in seeds)
@@ -452,6 +457,7 @@ def markdown(result: dict[str, Any]) -> str:
             blind = " / ".join(pct(row["grpo_blind"].get(s)) for s in seeds)
             lines.append(
                 f"| {task} | {base['n']} | {pct(base['random'])} | {pct(base['prior'])} | "
+                f"{pct(base['answer_prior'])} | "
                 f"{pct(base['text_rule'])} ({pct(base['ceiling'])}) | {pct(row.get('warmup'))} | {per_seed} | "
                 f"{verdict_cell(row.get('grpo_vs_warmup'), base['too_few'])} | {blind} | "
                 f"{verdict_cell(row.get('grpo_vs_blind'), base['too_few'])} | {sft} | "

@@ -189,10 +189,10 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
               "training prompts; the think quotes the last frame's action and lists the options with their letters)",
               ["train", "--recipe", recipe, "--warmup-only"], [str(warmup_model_dir(out / "train"))]),
         Stage("eval-sft", "evaluate the SFT model (before GRPO) on held-out scenes, with the random, "
-              "letter-prior and text-rule baselines",
+              "letter-prior, answer-prior and text-rule baselines",
               ["eval", "--data", str(prompts / "test.jsonl"), "--out", str(out / "eval_sft"),
                "--model", str(warmup_model_dir(out / "train")), *eval_args, *limit,
-               "--baselines", "random,prior,text-rule", "--no-report"],
+               "--baselines", "random,prior,answer-prior,text-rule", "--no-report"],
               [str(out / "eval_sft")]),
         Stage("train", f"GRPO with the format and accuracy rewards (up to {size.train_steps} steps, as many as "
               "the time budget allows)", ["train", "--recipe", recipe], [str(out / "train")]),
@@ -200,7 +200,7 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
               "blind (the video text removed)",
               ["eval", "--data", str(prompts / "test.jsonl"), "--out", str(out / "eval_after"),
                "--model", str(out / "train" / "final"), *eval_args, *limit,
-               "--baselines", "random,prior,blind,text-rule", "--no-report"],
+               "--baselines", "random,prior,answer-prior,blind,text-rule", "--no-report"],
               [str(out / "eval_after")]),
         Stage("report", "write the SFT / GRPO report (HTML + PNG plots)",
               ["report", str(out / "eval_sft"), str(out / "eval_after"), str(out / "train"),

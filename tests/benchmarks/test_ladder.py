@@ -64,6 +64,11 @@ def ladder_out(tmp_path: Path, per_seed_correct: list[int], n_last: int = 40, n_
     rows = [row(i, "last_action") for i in range(n_last)] + [row(n_last + i, "route_planning") for i in range(n_route)]
     (out / "data").mkdir(parents=True)
     (out / "data" / "dev-eval.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    # Train: the same answer text, "Rotate left", always behind letter B.
+    train = [{**row(100 + i, "last_action"), "answer": "B", "options": ["A. Move forward", "B. Rotate left"]}
+             for i in range(6)]
+    (out / "data" / "prompts").mkdir()
+    (out / "data" / "prompts" / "train.jsonl").write_text("\n".join(json.dumps(r) for r in train) + "\n")
     tasks = {r["id"]: r["task"] for r in rows}
     write_eval(out / "evals" / "dev" / "warmup-w", {i: (t, 0.0) for i, t in tasks.items()},
                blind={i: 0.0 for i in tasks})
@@ -88,6 +93,16 @@ def test_seeds_are_the_unit_and_each_seed_has_its_exact_test(ladder: ModuleType,
     assert last["grpo_vs_blind"]["across_seeds"]["verdict"] == "better"
     table = ladder.markdown(result)
     assert "better in 4/5" in table and "-> better" in table
+
+
+def test_the_priors_are_fit_on_train_and_the_answer_prior_sees_the_text(ladder: ModuleType,
+                                                                         tmp_path: Path) -> None:
+    result = ladder.summarise(ladder_out(tmp_path, [20]), "dev")
+    last = result["tasks"]["last_action"]
+    # Train answers B every time, which is "Move forward" on dev (wrong); its text, "Rotate left", is A there.
+    assert last["prior"] == 0.0 and last["answer_prior"] == 1.0 and last["random"] == 0.5
+    line = next(line for line in ladder.markdown(result).splitlines() if line.startswith("| last_action"))
+    assert line.startswith("| last_action | 40 | 50.0 | 0.0 | 100.0 |")
 
 
 def test_a_task_type_with_too_few_questions_gets_no_verdict(ladder: ModuleType, tmp_path: Path) -> None:

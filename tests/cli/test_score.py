@@ -64,6 +64,36 @@ def test_score_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "use another --out" in capsys.readouterr().err
 
 
+def test_score_fits_both_priors_on_a_training_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [PromptRow(id=f"t{i}", task="dir", prompt=[{"role": "user", "content": f"Q{i}"}], answer=gold,
+                      answer_type="choice", options=options)
+            for i, (gold, options) in enumerate([("A", ["A. front", "B. back"]), ("B", ["A. back", "B. front"])])]
+    data = tmp_path / "test.jsonl"
+    data.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
+    # Train: "front" is the answer three times, always behind letter A.
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(PromptRow(id=f"r{i}", task="dir", prompt=[{"role": "user", "content": "Q"}],
+                                                  answer="A", answer_type="choice",
+                                                  options=["A. front", "B. back"]).to_dict()) + "\n"
+                             for i in range(3)))
+    completions = write_completions(tmp_path / "c.jsonl", {"t0": "<answer>A</answer>", "t1": "<answer>A</answer>"})
+    out = tmp_path / "out"
+    assert main(["score", "--data", str(data), "--completions", str(completions), "--out", str(out), "--no-report",
+                 "--prior-from", str(train)]) == 0
+    baselines = json.loads((out / "metrics.json").read_text())["baselines"]
+    assert baselines["prior"]["overall"]["micro"] == 0.5           # A: right on t0 only
+    assert baselines["answer-prior"]["overall"]["micro"] == 1.0    # "front": A on t0, B on t1
+    assert all("train.jsonl (3 questions)" in baselines[k]["fit_on"] for k in ("prior", "answer-prior"))
+    assert "answer-prior" in capsys.readouterr().out
+    assert main(["score", "--data", str(data), "--completions", str(completions), "--out", str(tmp_path / "o2"),
+                 "--prior-from", str(tmp_path / "nope.jsonl")]) == 2
+    assert "--prior-from file not found" in capsys.readouterr().err
+    (tmp_path / "empty.jsonl").write_text(json.dumps({**rows[0].to_dict(), "prompt": []}) + "\n")
+    assert main(["score", "--data", str(data), "--completions", str(completions), "--out", str(tmp_path / "o3"),
+                 "--prior-from", str(tmp_path / "empty.jsonl")]) == 2
+    assert "no usable question to fit the priors on ({'empty prompt': 1})" in capsys.readouterr().err
+
+
 def test_unknown_and_missing_ids_are_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = f"vsibench:{write_vsibench(tmp_path / 'vsi')}"
     unknown = write_completions(tmp_path / "unknown.jsonl", {**ANSWERS, "q7": "<answer>A</answer>"})

@@ -43,6 +43,25 @@ def test_prior_uses_the_most_frequent_letter_per_task_and_median_numbers() -> No
     assert fitted_elsewhere["tasks"]["t"]["score"] == pytest.approx(1 / 3)
 
 
+def test_answer_prior_follows_the_answer_text_where_the_letter_prior_cannot() -> None:
+    # The generator balances letters: "front" is the answer behind a different letter each time.
+    orders = [["A. front", "B. back"], ["A. back", "B. front"], ["A. left", "B. front"], ["A. front", "B. left"]]
+    rows = [_row(i, "AB"[o.index(next(x for x in o if x.endswith("front")))], options=o) for i, o in enumerate(orders)]
+    letter, text = prior_baseline(rows), prior_baseline(rows, name="answer-prior")
+    assert text["name"] == "answer-prior" and text["fit_on"] == "evaluated questions, leave-one-out"
+    assert text["tasks"]["t"]["score"] == 1.0  # each guess comes from the three other questions' "front"
+    assert letter["tasks"]["t"]["score"] == 0.0  # leave-one-out, the other letters are 2:1 against this one
+    assert text["prior"]["answer_texts"] == {"t": {"front": 4}}
+    # Fit elsewhere: "back" is the answer there, so "back" is guessed where it is an option (wrong twice);
+    # where no option text was ever an answer, the letter prior's order decides: B, the fit set's only
+    # letter (right for "left / front", wrong for "front / left").
+    elsewhere = prior_baseline(rows, fit_rows=[_row(9, "B", options=["A. front", "B. back"])], name="answer-prior")
+    assert elsewhere["tasks"]["t"]["score"] == pytest.approx(1 / 4)
+    assert elsewhere["fit_on"] == "separate prior set"
+    with pytest.raises(ValueError, match="unknown prior"):
+        prior_baseline(rows, name="median")
+
+
 def test_position_bias_counts_letters() -> None:
     predictions = [{"task": "t", "answer_type": "choice", "answer": a, "parsed_answer": p}
                    for a, p in [("A", "A"), ("B", "A"), ("C", "A"), ("D", None)]]

@@ -158,10 +158,13 @@ def test_letter_prior_fit_on_a_training_file(tmp_path: Path, tiny_lm_dir: Path) 
         row.answer = "B"
     prior_file = _write_rows(tmp_path / "train.jsonl", train)
     settings = EvalSettings(generation=TWO_TOKENS, report=False,
-                            baselines=BaselineSettings(names=("prior",), prior_data=prior_file))
+                            baselines=BaselineSettings(names=("prior", "answer-prior"), prior_data=prior_file))
     metrics = run_eval(data, str(tiny_lm_dir), tmp_path / "out", settings)
     prior = metrics["baselines"]["prior"]
     assert prior["overall"]["micro"] == 0.5 and "train.jsonl (6 questions)" in prior["fit_on"]
+    # The rows share their option texts, so the answer text follows the letter here: B's text, right in 2 of 4.
+    answer_prior = metrics["baselines"]["answer-prior"]
+    assert answer_prior["overall"]["micro"] == 0.5 and "train.jsonl (6 questions)" in answer_prior["fit_on"]
     loo_settings = EvalSettings(generation=TWO_TOKENS, report=False, baselines=BaselineSettings(names=("prior",)))
     loo = run_eval(data, str(tiny_lm_dir), tmp_path / "out2", loo_settings)["baselines"]["prior"]
     assert loo["fit_on"] == "evaluated questions, leave-one-out"

@@ -27,7 +27,7 @@ def test_the_defaults_are_run_evals_old_ones() -> None:
     assert settings.generation == GenerationSettings(batch_size=8, max_new_tokens=256, dtype="auto", engine="auto",
                                                      prompt_version=None, completion_prefix="",
                                                      context=ContextPolicy(), from_recipe=None)
-    assert settings.baselines == BaselineSettings(names=("random", "prior"), direct_max_new_tokens=16,
+    assert settings.baselines == BaselineSettings(names=("random", "prior", "answer-prior"), direct_max_new_tokens=16,
                                                   prior_data=None)
     assert settings.judge == JudgeSettings(spec=None, model=None, sees_letters=False, scoring=None,
                                            probe_cases=None)

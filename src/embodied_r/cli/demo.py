@@ -11,9 +11,9 @@ DESCRIPTION = ("Generate a small synthetic egocentric dataset, extract key frame
                "perception backend, fine-tune the default reasoner on the gold answers of the training questions "
                "(which also teaches it the answer format), evaluate it, train it with "
                "GRPO (format and accuracy rewards), evaluate it again (and blind, without the video text) beside "
-               "the random, letter-prior and text-rule baselines, and write a report. Each stage's output is kept "
-               "in --out and each stage's command is printed so it can be rerun alone; rerunning the demo skips "
-               "finished stages.")
+               "the random, letter-prior, answer-prior and text-rule baselines, and write a report. Each stage's "
+               "output is kept in --out and each stage's command is printed so it can be rerun alone; rerunning "
+               "the demo skips finished stages.")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="runs/demo", help="output folder (default: %(default)s)")
@@ -110,10 +110,12 @@ def print_before_after(summary: dict[str, Any], out_dir: Any = None) -> None:
         rows.append([task or "all (micro)",
                      *[f"{format_interval(c.get('score'), c.get('ci95'))} (n={c.get('n', 0)})" for c in cells],
                      baseline_cell(after, "blind", task), baseline_cell(after, "text-rule", task),
-                     baseline_cell(after, "random", task), baseline_cell(after, "prior", task)])
-    rows.append(["most predicted letter", leading_letter(sft), leading_letter(after), None, None, None, None])
+                     baseline_cell(after, "random", task), baseline_cell(after, "prior", task),
+                     baseline_cell(after, "answer-prior", task)])
+    rows.append(["most predicted letter", leading_letter(sft), leading_letter(after), None, None, None, None, None])
     print_table("held-out scenes: score % [95 % interval] (accuracy; MRA for numbers)",
-                ["task", "after SFT", "after GRPO", "GRPO model blind", "text rule", "random", "letter prior"],
+                ["task", "after SFT", "after GRPO", "GRPO model blind", "text rule", "random", "letter prior",
+                 "answer prior"],
                 rows)
     ceiling = ((after.get("baselines") or {}).get("text-rule") or {}).get("overall", {}).get("ceiling")
     if ceiling is not None:

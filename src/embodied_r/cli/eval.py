@@ -58,12 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     perception.add_argument("--base-url", default=None, help="OpenAI-compatible VLM endpoint (openai backend)")
     perception.add_argument("--dataset-dir", default=None, help="synthetic dataset folder (oracle backend)")
     extra = parser.add_argument_group("baselines and logical consistency")
-    extra.add_argument("--baselines", default="random,prior",
-                       help="comma list of random, prior, direct, vlm_only, blind (the model without the frame "
-                       "descriptions, same budget and prefix), text-rule (a deterministic rule per task over the "
-                       "frame descriptions, no model), or 'none' (default: %(default)s)")
+    extra.add_argument("--baselines", default="random,prior,answer-prior",
+                       help="comma list of random, prior (the task's most frequent letter), answer-prior (the "
+                       "option whose text is most often the task's answer), direct, vlm_only, blind (the model "
+                       "without the frame descriptions, same budget and prefix), text-rule (a deterministic rule "
+                       "per task over the frame descriptions, no model), or 'none' (default: %(default)s)")
     extra.add_argument("--prior-from", default=None, metavar="FILE",
-                       help="fit the letter-prior baseline on these prompt rows (e.g. the training split, "
+                       help="fit the letter- and answer-prior baselines on these prompt rows (e.g. the training split, "
                        "prompts.jsonl of `synth robot`) instead of leave-one-out on the evaluated questions")
     extra.add_argument("--judge", default=None,
                        help="measure logical consistency with this judge: a model name/path or an http(s):// "

@@ -27,8 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--missing", default="error", choices=list(MISSING_RULES),
                         help="questions without a completion: stop with their list (error), score them 0 as "
                         "unanswered, or leave them out; listed in metrics.json either way (default: %(default)s)")
-    parser.add_argument("--baselines", default="random,prior",
+    parser.add_argument("--baselines", default="random,prior,answer-prior",
                         help=f"comma list of {', '.join(MODEL_FREE_BASELINES)}, or 'none' (default: %(default)s)")
+    parser.add_argument("--prior-from", default=None, metavar="FILE",
+                        help="fit the letter- and answer-prior baselines on these prompt rows (e.g. the training "
+                        "split) instead of leave-one-out on the scored questions")
     parser.add_argument("--name", default=None, help="label of the run in tables (default: the completions file name)")
     parser.add_argument("--no-report", action="store_true", help="skip report.html and plots")
 
@@ -43,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError(f"--baselines: {unknown} not available without a model; choose from "
                        f"{list(MODEL_FREE_BASELINES)} or 'none' (`embodied-r eval` runs the others)")
     metrics = score_run(args.data, args.completions, args.out, missing=args.missing, baselines=baselines,
-                        name=args.name, report=not args.no_report)
+                        name=args.name, report=not args.no_report, prior_from=args.prior_from)
     print_scores(metrics)
     return 0
 

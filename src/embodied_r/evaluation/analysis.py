@@ -25,17 +25,19 @@ from embodied_r.evaluation.metrics import task_table
 
 logger = logging.getLogger(__name__)
 
-BASELINES = ("random", "prior", "direct", "vlm_only", "blind", "text-rule")
+BASELINES = ("random", "prior", "answer-prior", "direct", "vlm_only", "blind", "text-rule")
 
 
 def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, engine_factory: Callable[[], Any],
                   batch_size: int, direct_max_new_tokens: int, perception: Any = None,
                   context: Any = None, prior_rows: Sequence[PromptRow] | None = None,
-                  max_new_tokens: int | None = None, completion_prefix: str = "") -> dict[str, Any]:
+                  max_new_tokens: int | None = None, completion_prefix: str = "",
+                  prior_source: str | None = None) -> dict[str, Any]:
     """Tables for the requested baselines, keyed by name; ``direct`` and ``blind`` prompts follow the
-    ``context`` policy; the letter prior is fit on ``prior_rows`` (e.g. the training split) when given,
-    else leave-one-out. ``blind`` is generated exactly as the model's own answers were, with its
-    ``max_new_tokens`` and ``completion_prefix`` (required for it); ``text-rule`` needs no model."""
+    ``context`` policy; the letter and answer priors are fit on ``prior_rows`` (e.g. the training split,
+    read from ``prior_source``, which their tables name) when given, else leave-one-out. ``blind`` is
+    generated exactly as the model's own answers were, with its ``max_new_tokens`` and ``completion_prefix``
+    (required for it); ``text-rule`` needs no model."""
     from embodied_r.evaluation.predict import generate_resumable, prediction_context
     from embodied_r.inference.context_policy import ContextPolicy
 
@@ -47,8 +49,10 @@ def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, en
     for name in names:
         if name == "random":
             tables[name] = random_baseline(rows)
-        elif name == "prior":
-            tables[name] = prior_baseline(rows, prior_rows)
+        elif name in ("prior", "answer-prior"):
+            tables[name] = prior_baseline(rows, prior_rows, name=name)
+            if prior_rows is not None:
+                tables[name]["fit_on"] = f"{prior_source or 'a separate prior set'} ({len(prior_rows)} questions)"
         elif name == "direct":
             predictions, _, _ = generate_resumable(engine_factory, direct_answer_rows(rows),
                                                 out / "baselines" / "direct.jsonl", batch_size, direct_max_new_tokens,

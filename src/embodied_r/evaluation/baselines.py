@@ -7,6 +7,11 @@
   answer, scored with MRA). Fit on a separate set when one is given; otherwise leave-one-out on the
   evaluated questions (each question's guess comes from the *other* questions of its task), so the
   baseline never sees the answer it is scored on. The report says which.
+- ``answer-prior``: always the option whose *text* is the task's most frequent answer text (ties, and
+  options never seen as an answer, in the letter prior's order; numbers: the median, as ``prior``), fit
+  as ``prior`` is. The generators balance letters, so the letter prior cannot see a skew in what the
+  answers say (e.g. "front-left" or "front-right" for most relative-direction answers); this one can,
+  without a model.
 - ``direct``: the reasoner answering at once, without thinking (``direct_answer_messages``).
 - ``blind``: the evaluated model answering the same questions with the frame descriptions removed
   (``blind_rows``), with the model's own generation settings: what it gets from the question alone.
@@ -23,7 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from embodied_r.core.parsing import option_letters
+from embodied_r.core.parsing import option_letters, option_texts
 from embodied_r.core.records import Prediction, PromptRow
 from embodied_r.core.scoring import score_answer
 from embodied_r.evaluation.metrics import task_table
@@ -45,27 +50,65 @@ def random_baseline(rows: Sequence[PromptRow]) -> dict[str, Any]:
     return table
 
 
+def answer_text(row: PromptRow) -> str | None:
+    """The gold option's text, case-folded (``None`` when the gold letter names no option)."""
+    text = option_texts(row.options).get(str(row.answer).strip().upper())
+    return " ".join(text.casefold().split()) if text else None
+
+
 def fit_prior(rows: Sequence[PromptRow]) -> dict[str, Any]:
-    """Per task: the letter frequencies of choice answers, or the median of numeric answers."""
+    """Per task: the letter and answer-text frequencies of choice answers, or the median of numeric answers."""
     letters: dict[str, Counter[str]] = defaultdict(Counter)
+    texts: dict[str, Counter[str]] = defaultdict(Counter)
     numbers: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         if row.answer_type == "choice":
             letters[row.task][str(row.answer).strip().upper()] += 1
+            text = answer_text(row)
+            if text is not None:
+                texts[row.task][text] += 1
         elif row.answer_type == "number":
             numbers[row.task].append(float(row.answer))
     return {"letters": {t: dict(c) for t, c in letters.items()},
+            "answer_texts": {t: dict(c.most_common()) for t, c in texts.items()},
             "median": {t: statistics.median(v) for t, v in numbers.items()}}
 
 
-def prior_baseline(rows: Sequence[PromptRow], fit_rows: Sequence[PromptRow] | None = None) -> dict[str, Any]:
-    """Most-frequent-letter (median-number) prior per task, scored like a model's answers.
+def _choice_guess(row: PromptRow, prior: dict[str, Any], by_text: bool) -> str | None:
+    """The prior's letter among this question's options: by the task's letter frequencies, or first by how
+    often each option's text is the task's answer (then by letter frequency; last tie: alphabetical)."""
+    letters = prior["letters"].get(row.task, {})
+    answers = prior["answer_texts"].get(row.task, {}) if by_text else {}
+    texts = option_texts(row.options)
+
+    def rank(letter: str) -> tuple[int, int, str]:
+        text = " ".join(texts.get(letter, "").casefold().split())
+        return -answers.get(text, 0), -letters.get(letter, 0), letter
+
+    ranked = sorted(option_letters(row.options), key=rank)
+    return ranked[0] if ranked else None
+
+
+PRIOR_KINDS = {"prior": "letter", "answer-prior": "answer text"}
+
+
+def prior_baseline(rows: Sequence[PromptRow], fit_rows: Sequence[PromptRow] | None = None,
+                   name: str = "prior") -> dict[str, Any]:
+    """A prior per task scored like a model's answers: ``prior`` guesses the most frequent letter,
+    ``answer-prior`` the option whose text is most often the answer; numbers get the median either way.
 
     >>> from embodied_r.core.records import PromptRow
     >>> rows = [PromptRow(str(i), "t", [], a, "choice", ["A. x", "B. y"]) for i, a in enumerate("AAB")]
     >>> round(prior_baseline(rows)["overall"]["micro"], 3)
     0.667
+    >>> skewed = [PromptRow(str(i), "t", [], a, "choice", o) for i, (a, o) in
+    ...           enumerate([("A", ["A. x", "B. y"]), ("B", ["A. y", "B. x"]), ("A", ["A. x", "B. y"])])]
+    >>> [round(prior_baseline(skewed, name=n)["overall"]["micro"], 3) for n in ("prior", "answer-prior")]
+    [0.667, 1.0]
     """
+    if name not in PRIOR_KINDS:
+        raise ValueError(f"unknown prior {name!r}; choose from {list(PRIOR_KINDS)}")
+    by_text = name == "answer-prior"
     prior = fit_prior(fit_rows if fit_rows is not None else rows)
     predictions = []
     for index, row in enumerate(rows):
@@ -73,11 +116,7 @@ def prior_baseline(rows: Sequence[PromptRow], fit_rows: Sequence[PromptRow] | No
             # Leave-one-out: fitting on the scored question itself would let the prior read its answer.
             prior = fit_prior([r for j, r in enumerate(rows) if j != index and r.task == row.task])
         if row.answer_type == "choice":
-            frequencies = prior["letters"].get(row.task, {})
-            valid = option_letters(row.options)
-            # The task's most frequent letter among this question's letters (ties: alphabetical).
-            ranked = sorted(valid, key=lambda letter: (-frequencies.get(letter, 0), letter))
-            guess: Any = ranked[0] if ranked else None
+            guess: Any = _choice_guess(row, prior, by_text)
         elif row.answer_type == "number":
             guess = prior["median"].get(row.task)
         else:
@@ -86,7 +125,7 @@ def prior_baseline(rows: Sequence[PromptRow], fit_rows: Sequence[PromptRow] | No
     table = task_table(predictions)
     if fit_rows is None:
         prior = fit_prior(rows)  # reported for reading; each guess above left its own question out
-    table.update({"name": "prior", "status": "ok",
+    table.update({"name": name, "status": "ok", "note": f"the task's most frequent {PRIOR_KINDS[name]}",
                   "fit_on": "evaluated questions, leave-one-out" if fit_rows is None else "separate prior set",
                   "prior": prior})
     return table

@@ -71,6 +71,15 @@ def load_prompt_file(path: str | Path, prompt_version: str | None = None) -> tup
                         "or a loader spec such as urbanvideo:PATH")
 
 
+def load_prior_rows(path: str | Path) -> list[PromptRow]:
+    """The prompt rows the letter and answer priors are fit on (``--prior-from``); a file without one usable
+    question is an error, not a prior fit on nothing."""
+    rows, report = load_inputs(str(require_file(path, "--prior-from file")))
+    if not rows:
+        raise DataFileError(f"{path}: no usable question to fit the priors on ({report.reason_counts() or 'empty'})")
+    return rows
+
+
 def load_inputs(data: str | Path, prompt_version: str | None = None, perception: PerceptionSource | None = None,
                 out_dir: str | Path | None = None) -> tuple[list[PromptRow], LoadReport]:
     """Prompt rows for ``data`` (a plain file or a loader spec) and the report of exclusions.

@@ -321,7 +321,7 @@ def _baseline_note(table: dict[str, Any]) -> str | None:
         o = table["overall"]
         return (f"applies to {o['n_applies']} of {o['n']}; answerable ceiling {_fmt(o.get('ceiling'))} % of the "
                 f"{o['n_with_rule']} question(s) of tasks with a rule")
-    return table.get("reason") or table.get("note") or table.get("fit_on")
+    return table.get("reason") or "; ".join(filter(None, (table.get("note"), table.get("fit_on")))) or None
 
 
 def _baselines_per_task(metrics: dict[str, Any]) -> str:

@@ -47,8 +47,8 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, settings: E
     """Evaluate ``model_name`` on ``data``; write predictions.jsonl, metrics.json (and report.html) into ``out_dir``.
 
     ``settings`` (default: ``EvalSettings()``) says how; see ``evaluation.settings``. Baselines may be
-    ``random``, ``prior``, ``direct``, ``vlm_only``, ``blind`` and ``text-rule``; of them only ``blind``
-    gets the completion prefix (with the same ``max_new_tokens``: it is the model's own pass without the
+    ``random``, ``prior``, ``answer-prior``, ``direct``, ``vlm_only``, ``blind`` and ``text-rule``; of them only
+    ``blind`` gets the completion prefix (with the same ``max_new_tokens``: it is the model's own pass without the
     frame descriptions). A judge turns on the logical-consistency rate, with the judge's probe. What the
     context policy did is recorded per prediction and counted in ``metrics.json``'s ``context``; the
     settings a recipe gave are recorded under ``generation``. Image rows are answered by a
@@ -74,8 +74,11 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, settings: E
     with claimed_folder(out):  # one writer per folder; a run that fails before writing leaves none behind
         rows, load_report = load_eval_rows(data, prompt_version=gen.prompt_version, perception=settings.perception,
                                            out_dir=out)
-        from embodied_r.evaluation.inputs import resolve_input
+        from embodied_r.evaluation.inputs import load_prior_rows, resolve_input
 
+        # Before any generation: a bad --prior-from file fails at once, not after the model's answers.
+        prior_rows = (load_prior_rows(base.prior_data)
+                      if base.prior_data is not None and {"prior", "answer-prior"} & set(base.names) else None)
         used_input = resolve_input(rows, settings.prompt_input, data)
         if used_input == "image":
             from embodied_r.evaluation.vl_generation import require_vision_model
@@ -114,14 +117,10 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, settings: E
             engine_factory, rows, out / "predictions.jsonl", gen.batch_size, gen.max_new_tokens, progress,
             completion_prefix=gen.completion_prefix, context=context)
         text_only = {"direct"} if used_input == "image" else set()  # its prompt is rebuilt from text
-        prior_rows = (load_eval_rows(base.prior_data)[0]
-                      if base.prior_data is not None and "prior" in base.names else None)
         baseline_tables = run_baselines([b for b in base.names if b not in text_only], rows, out, engine_factory,
                                         gen.batch_size, base.direct_max_new_tokens, settings.perception,
                                         context=context, prior_rows=prior_rows, max_new_tokens=gen.max_new_tokens,
-                                        completion_prefix=gen.completion_prefix)
-        if prior_rows is not None:
-            baseline_tables["prior"]["fit_on"] = f"{base.prior_data} ({len(prior_rows)} questions)"
+                                        completion_prefix=gen.completion_prefix, prior_source=str(base.prior_data))
         from embodied_r.evaluation.accuracy_rule import apply_accuracy_rule
 
         predictions = apply_accuracy_rule(out, rows, settings.accuracy_rule, predictions, baseline_tables)

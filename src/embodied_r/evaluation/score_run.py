@@ -31,7 +31,7 @@ from embodied_r.evaluation.benchmarks.common import LoadReport
 
 MISSING_RULES = ("error", "unanswered", "leave-out")
 # Baselines that need no model: they read the questions' answers and options (text-rule: their prompts).
-MODEL_FREE_BASELINES = ("random", "prior", "text-rule")
+MODEL_FREE_BASELINES = ("random", "prior", "answer-prior", "text-rule")
 _LISTED = 20  # ids quoted in an error message or in metrics.json before "and N more"
 
 
@@ -158,11 +158,12 @@ def _claim_stamp(out: Path, data: str, completions: Path) -> dict[str, str]:
 
 
 def score_run(data: str, completions: str | Path, out_dir: str | Path, missing: str = "error",
-              baselines: Sequence[str] = ("random", "prior"), name: str | None = None,
-              report: bool = True) -> dict[str, Any]:
+              baselines: Sequence[str] = ("random", "prior", "answer-prior"), name: str | None = None,
+              report: bool = True, prior_from: str | Path | None = None) -> dict[str, Any]:
     """Score ``completions`` against the questions of ``data``; write predictions.jsonl, metrics.json
     (and report.html) into ``out_dir`` and return the metrics. ``baselines`` may name the model-free ones
-    (``MODEL_FREE_BASELINES``); ``name`` labels the run (default: the completions file's name)."""
+    (``MODEL_FREE_BASELINES``); the two priors are fit on the prompt rows of ``prior_from`` when given (else
+    leave-one-out); ``name`` labels the run (default: the completions file's name)."""
     from embodied_r.evaluation.analysis import assemble_metrics, run_baselines
     from embodied_r.evaluation.predict import score_completion
 
@@ -175,6 +176,11 @@ def score_run(data: str, completions: str | Path, out_dir: str | Path, missing: 
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise DataFileError(f"--out {out}: is a file; give a folder for predictions.jsonl and metrics.json")
+    prior_rows = None
+    if prior_from is not None and {"prior", "answer-prior"} & set(baselines):
+        from embodied_r.evaluation.inputs import load_prior_rows
+
+        prior_rows = load_prior_rows(prior_from)
     texts = read_completions(completions_path)
     rows, load_report = scoring_rows(data)
     if not rows:
@@ -191,7 +197,8 @@ def score_run(data: str, completions: str | Path, out_dir: str | Path, missing: 
         def no_engine() -> Any:  # the model-free baselines never ask for one
             raise RuntimeError("score loads no model")
 
-        tables = run_baselines(list(baselines), scored_rows, out, no_engine, batch_size=1, direct_max_new_tokens=1)
+        tables = run_baselines(list(baselines), scored_rows, out, no_engine, batch_size=1, direct_max_new_tokens=1,
+                               prior_rows=prior_rows, prior_source=str(prior_from))
         consistency = {"status": "not run", "reason": "scored from a completions file: no judge was run"}
         metrics = assemble_metrics(predictions, scored_rows, tables, consistency, load_report)
         metrics.update({

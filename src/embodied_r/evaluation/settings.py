@@ -67,9 +67,9 @@ class BaselineSettings:
 
     ``direct_max_new_tokens`` is the budget of the direct-answer baseline (the others that generate use
     the model's own); ``prior_data`` (a prompt-row file, e.g. the training split) is what the letter
-    prior is fit on, else leave-one-out on the evaluated questions."""
+    and answer-text priors are fit on, else leave-one-out on the evaluated questions."""
 
-    names: tuple[str, ...] = ("random", "prior")
+    names: tuple[str, ...] = ("random", "prior", "answer-prior")
     direct_max_new_tokens: int = 16
     prior_data: str | Path | None = None
 
