@@ -276,6 +276,7 @@ def build_trainer(
     trainer.max_train_batch_tokens = recipe.max_train_batch_tokens
     trainer.checkpoint_over_tokens = recipe.checkpoint_over_tokens
     trainer.zero_variance_groups = recipe.zero_variance_groups
+    trainer.resample_rounds = recipe.resample_rounds
     trainer.rotation_group = rotation_group
     trainer.balanced_steps = recipe.balanced_steps
     trainer.rotated_rows = train_rows if rotation_group else None

@@ -146,8 +146,11 @@ class Recipe:
     max_train_batch_tokens: int | None = None
     # Rows whose advantage is 0 (a group whose rewards all agree): update (TRL: every row) | skip (left out
     # of the update, same gradient, less compute) | drop (DAPO's dynamic sampling without resampling: such
-    # groups also leave the loss's normaliser). See training/zero_advantage.py.
+    # groups also leave the loss's normaliser) | resample (drop, after replacing such groups by varying groups of
+    # fresh training prompts: DAPO's dynamic sampling, up to resample_rounds more generation calls a step).
+    # See training/zero_advantage.py and training/dynamic_sampling.py.
     zero_variance_groups: str = "skip"
+    resample_rounds: int = 3
     # Steps whose gold answers are balanced (training/option_rotations.py), built from option rotations (the
     # options shifted so a question's answer stands at each letter once): letters = each question's n
     # rotations in one step; answers = a step holds n questions with n different gold answers at n different
@@ -441,17 +444,31 @@ def check_accuracy_rules(recipe: Recipe, source: str = "recipe") -> None:
 
 
 def check_zero_variance_groups(recipe: Recipe, source: str = "recipe") -> None:
-    """``zero_variance_groups`` is one of its treatments; ``drop`` only where its normaliser is in view."""
+    """``zero_variance_groups`` is one of its treatments; ``drop`` and ``resample`` only where the loss's
+    normaliser is in view, and ``resample`` with per-group advantages; ``resample_rounds`` a positive integer."""
     from embodied_r.training.zero_advantage import TREATMENTS, drop_unsupported_reason
 
     if recipe.zero_variance_groups not in TREATMENTS:
         raise RecipeError(f"{source}: 'zero_variance_groups' must be one of {', '.join(TREATMENTS)}, "
                           f"got {recipe.zero_variance_groups!r}")
-    if recipe.zero_variance_groups == "drop":
+    rounds = recipe.resample_rounds
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise RecipeError(f"{source}: 'resample_rounds' must be a positive integer, got {rounds!r}")
+    if recipe.zero_variance_groups in ("drop", "resample"):
         steps = recipe.trl.get("steps_per_generation") or recipe.trl.get("gradient_accumulation_steps", 1)
         reason = drop_unsupported_reason(recipe.trl.get("loss_type", "dapo"), int(steps), 1)
         if reason is not None:
-            raise RecipeError(f"{source}: zero_variance_groups: drop is not defined for {reason}; use skip")
+            raise RecipeError(f"{source}: zero_variance_groups: {recipe.zero_variance_groups} is not defined for "
+                              f"{reason}; use skip")
+    if recipe.zero_variance_groups != "resample":
+        return
+    if recipe.trl.get("scale_rewards", "group") not in ("group", "none", True, False):
+        raise RecipeError(f"{source}: zero_variance_groups: resample needs per-group advantages; scale_rewards "
+                          f"{recipe.trl.get('scale_rewards')!r} scales them across the batch")
+    for key in ("balanced_steps", "curriculum"):
+        if getattr(recipe, key) != "none":
+            raise RecipeError(f"{source}: zero_variance_groups: resample draws fresh prompts in its own order, which "
+                              f"would undo {key} {getattr(recipe, key)}; use drop")
 
 
 def check_curriculum(recipe: Recipe, source: str = "recipe") -> None:

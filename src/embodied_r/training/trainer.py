@@ -61,6 +61,11 @@ class ReasonerGRPOTrainer(GRPOTrainer):
     # Rows of the current generation batch whose group's rewards did not vary (set by _calculate_rewards,
     # used once by _generate_and_score_completions).
     _uniform_rows: Any = None
+    # zero_variance_groups resample (training/dynamic_sampling.py): generation calls a step may add, and
+    # the fresh-prompt stream with the training rows' indices by id (built at the first resampled step).
+    resample_rounds: int = 0
+    _resample_stream: Any = None
+    _resample_index: Any = None
 
     def _get_train_sampler(self, dataset: Any = None) -> Any:
         # TRL's RepeatSampler layout (prompts per generation batch, each repeated per completion, each batch
@@ -115,13 +120,20 @@ class ReasonerGRPOTrainer(GRPOTrainer):
             return last if done is None else last + done
 
     def _generate_and_score_completions(self, inputs: Any) -> Any:
-        # Under skip and drop, a group whose rewards did not vary gets advantage exactly 0 instead of the
-        # rounding of TRL's float32 group mean, so that it is skipped or dropped (training/zero_advantage.py).
+        output, uniform = self._scored_generation(inputs)
+        if self.zero_variance_groups != "resample" or not self.model.training:
+            return output
+        return self._resampled(output, uniform, inputs)
+
+    def _scored_generation(self, inputs: Any) -> tuple[Any, Any]:
+        """TRL's generation output, and per row whether its group's rewards did not vary (None where not
+        known). Under skip, drop and resample such a group gets advantage exactly 0 instead of the rounding
+        of TRL's float32 group mean, so that it is skipped or dropped (training/zero_advantage.py)."""
         output = super()._generate_and_score_completions(inputs)
         uniform, self._uniform_rows = self._uniform_rows, None
         if (uniform is None or self.zero_variance_groups == "update"
                 or self.multi_objective_aggregation != "sum_then_normalize"):
-            return output
+            return output, None
         advantages = output["advantages"]
         rows = advantages.shape[0]
         local = uniform[self.accelerator.process_index * rows:(self.accelerator.process_index + 1) * rows]
@@ -129,10 +141,61 @@ class ReasonerGRPOTrainer(GRPOTrainer):
             self._note_once("uniform-groups", logging.WARNING, "zero_variance_groups %s: %d advantages for %d "
                             "rewards in view; uniform groups keep TRL's advantages", self.zero_variance_groups,
                             rows, local.numel())
-            return output
+            return output, None
         local = local.to(advantages.device)
         output["advantages"] = advantages.masked_fill(local.view(-1, *[1] * (advantages.dim() - 1)), 0.0)
-        return output
+        return output, local.cpu()
+
+    def _resampled(self, output: Any, uniform: Any, inputs: Any) -> Any:
+        """The step's batch with its uniform groups replaced by varying groups of fresh training prompts, up
+        to ``resample_rounds`` more generation calls (training/dynamic_sampling.py); what stays uniform is
+        dropped from the loss as under ``drop``."""
+        from embodied_r.training import dynamic_sampling
+
+        generations = self.num_generations
+        # Each process would draw its own number of extra generation calls, and TRL gathers in every call.
+        problem = (f"{self.accelerator.num_processes} processes" if self.accelerator.num_processes > 1
+                   else "rewards whose uniform groups are not known (multi_objective_aggregation "
+                        f"{self.multi_objective_aggregation!r})" if uniform is None
+                   else dynamic_sampling.unsupported_reason(output, self.scale_rewards))
+        if problem is not None:
+            raise RecipeError(f"zero_variance_groups: resample is not defined for {problem}; use skip, or drop "
+                              "on one process")
+        keep = dynamic_sampling.varying_groups(uniform, generations)
+        n_groups = len(inputs) // generations
+        missing = n_groups - len(keep)
+        parts = [(output, keep)]
+        if self._resample_stream is None:
+            self._resample_stream = dynamic_sampling.ResampleStream(len(self.train_dataset), self.args.seed + 1)
+            self._resample_index = {}
+            for index, row_id in enumerate(self.train_dataset["id"] if "id" in self.train_dataset.column_names
+                                           else []):
+                self._resample_index.setdefault(str(row_id), set()).add(index)
+        exclude = {i for row in inputs[::generations] for i in self._resample_index.get(str(row.get("id")), ())}
+        rounds = drawn = 0
+        while missing and rounds < self.resample_rounds:
+            fresh = self._resample_stream.take(missing, exclude)
+            if not fresh:
+                break
+            exclude.update(fresh)
+            rows = [self.train_dataset[i] for i in fresh for _ in range(generations)]
+            extra, extra_uniform = self._scored_generation(rows)
+            rounds, drawn = rounds + 1, drawn + len(fresh)
+            found = dynamic_sampling.varying_groups(extra_uniform, generations)[:missing]
+            if found:
+                parts.append((extra, found))
+                missing -= len(found)
+        if missing:  # kept so the batch keeps its shape; the update drops them as under drop
+            uniform_groups = sorted(set(range(n_groups)) - set(keep))
+            parts.append((output, uniform_groups[:missing]))
+        metrics = self._metrics["train"]
+        metrics["resample/rounds"].append(float(rounds))
+        metrics["resample/prompts_drawn"].append(float(drawn))
+        metrics["resample/uniform_groups_left"].append(missing / n_groups if n_groups else 0.0)
+        if len(parts) == 1:
+            return output
+        pad = getattr(self._tokenizer, "pad_token_id", None)
+        return dynamic_sampling.join_groups(parts, generations, 0 if pad is None else int(pad))
 
     def _rows_to_update(self, model: Any, inputs: Any, return_outputs: bool) -> tuple[Any, list[int] | None]:
         """(the inputs the update sees, the rows of them to differentiate or None for all): ``skip`` leaves
@@ -148,11 +211,12 @@ class ReasonerGRPOTrainer(GRPOTrainer):
                             "zero_variance_groups %s not applied (%s): every row is updated",
                             self.zero_variance_groups, reason)
             return inputs, None
-        if self.zero_variance_groups == "drop":
+        if self.zero_variance_groups in ("drop", "resample"):
             problem = zero_advantage.drop_unsupported_reason(self.loss_type, self.args.steps_per_generation,
                                                              self.accelerator.num_processes)
             if problem is not None:
-                raise RecipeError(f"zero_variance_groups: drop is not defined for {problem}; use skip")
+                raise RecipeError(f"zero_variance_groups: {self.zero_variance_groups} is not defined for {problem}; "
+                                  "use skip")
             groups = shared_prefix.find_groups(inputs["prompt_ids"].cpu(), inputs["prompt_mask"].cpu())
             varying = zero_advantage.rows_of_varying_groups(inputs, groups)
             if not varying:

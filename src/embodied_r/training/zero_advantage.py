@@ -27,6 +27,9 @@ that is the exact value. Three treatments:
   informative groups only. This changes the update (it is a learning lever, not a speed-up) and is
   defined for TRL's default ``dapo`` loss with one micro-batch per generation batch on one process,
   where the normaliser is known within the micro-batch.
+- ``resample``: ``drop`` with DAPO's resampling: the uniform groups of a step are first replaced by varying
+  groups of fresh training prompts, up to ``resample_rounds`` more generation calls
+  (training/dynamic_sampling.py); any left are dropped as under ``drop``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any
 
 import torch
 
-TREATMENTS = ("update", "skip", "drop")
+TREATMENTS = ("update", "skip", "drop", "resample")
 DROP_LOSSES = ("dapo",)
 
 
