@@ -50,10 +50,14 @@ def random_baseline(rows: Sequence[PromptRow]) -> dict[str, Any]:
     return table
 
 
+def _folded(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
 def answer_text(row: PromptRow) -> str | None:
     """The gold option's text, case-folded (``None`` when the gold letter names no option)."""
     text = option_texts(row.options).get(str(row.answer).strip().upper())
-    return " ".join(text.casefold().split()) if text else None
+    return _folded(text) if text else None
 
 
 def fit_prior(rows: Sequence[PromptRow]) -> dict[str, Any]:
@@ -82,8 +86,7 @@ def _choice_guess(row: PromptRow, prior: dict[str, Any], by_text: bool) -> str |
     texts = option_texts(row.options)
 
     def rank(letter: str) -> tuple[int, int, str]:
-        text = " ".join(texts.get(letter, "").casefold().split())
-        return -answers.get(text, 0), -letters.get(letter, 0), letter
+        return -answers.get(_folded(texts.get(letter, "")), 0), -letters.get(letter, 0), letter
 
     ranked = sorted(option_letters(row.options), key=rank)
     return ranked[0] if ranked else None
