@@ -128,6 +128,8 @@ def prior_baseline(rows: Sequence[PromptRow], fit_rows: Sequence[PromptRow] | No
     table = task_table(predictions)
     if fit_rows is None:
         prior = fit_prior(rows)  # reported for reading; each guess above left its own question out
+    if not by_text:
+        prior.pop("answer_texts")  # one entry per distinct answer: only the prior that uses them reports them
     table.update({"name": name, "status": "ok", "note": f"the task's most frequent {PRIOR_KINDS[name]}",
                   "fit_on": "evaluated questions, leave-one-out" if fit_rows is None else "separate prior set",
                   "prior": prior})
