@@ -1,5 +1,5 @@
 """Robot-R1 on held-out work: per split and question type, each model's score with its 95 % interval,
-the random and letter-prior baselines, and the paired difference between two models.
+the random, letter-prior and answer-prior baselines, and the paired difference between two models.
 
 Reads `embodied-r eval` output folders (``metrics.json`` + ``predictions.jsonl``) named
 ``<model>_<split>`` under ``--runs`` and prints a markdown table; ``--json`` also writes the numbers.
@@ -34,12 +34,17 @@ def _load(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
     return json.loads((folder / "metrics.json").read_text()), read_jsonl(folder / "predictions.jsonl")
 
 
-def training_prior(test_file: str, prior_from: Path) -> dict[str, Any]:
-    """The letter-prior baseline fit on the training rows (each task's most frequent training letter)."""
+PRIORS = ("prior", "answer-prior")  # the letter prior and the answer-text prior
+
+
+def training_priors(test_file: str, prior_from: Path) -> dict[str, Any]:
+    """Both prior baselines fit on the training rows: each task's most frequent training letter, and the
+    option whose text is most often a training answer."""
     from embodied_r.evaluation.baselines import prior_baseline
     from embodied_r.evaluation.runner import load_eval_rows
 
-    return prior_baseline(load_eval_rows(test_file)[0], load_eval_rows(prior_from)[0])
+    rows, train = load_eval_rows(test_file)[0], load_eval_rows(prior_from)[0]
+    return {name: prior_baseline(rows, train, name=name) for name in PRIORS}
 
 
 def summarise(runs: Path, models: list[str], compare: tuple[str, str] | None,
@@ -51,9 +56,9 @@ def summarise(runs: Path, models: list[str], compare: tuple[str, str] | None,
         if not present:
             continue
         first_metrics = next(iter(present.values()))[0]
-        if prior_from is not None:  # the eval runs' own prior is leave-one-out; this one is fit on training
+        if prior_from is not None:  # the eval runs' own priors are leave-one-out; these are fit on training
             first_metrics = {**first_metrics, "baselines": {**first_metrics.get("baselines", {}),
-                                                            "prior": training_prior(first_metrics["data"], prior_from)}}
+                                                            **training_priors(first_metrics["data"], prior_from)}}
         tasks = sorted(first_metrics["tasks"])
         rows: dict[str, Any] = {}
         for task in [*tasks, "all"]:
@@ -65,7 +70,7 @@ def summarise(runs: Path, models: list[str], compare: tuple[str, str] | None,
                 row[model] = {"n": block["n"], "score": block["score"], "ci95": block.get("ci95"),
                               "unparsed": sum(p.get("parsed_answer") is None for p in predictions
                                               if task == "all" or p["task"] == task)}
-            for name in ("random", "prior"):
+            for name in ("random", *PRIORS):
                 base = first_metrics.get("baselines", {}).get(name, {})
                 block = base.get("tasks", {}).get(task) if task != "all" else base.get("overall")
                 if block:
@@ -86,7 +91,7 @@ def markdown(summary: dict[str, Any], models: list[str], compare: tuple[str, str
     for split, rows in summary.items():
         present = [m for m in models if m in rows["all"]]
         head = ["question type", "n" if len({rows["all"][m]["n"] for m in present}) == 1 else
-                "n (" + " / ".join(present) + ")", *present, "random", "letter prior"]
+                "n (" + " / ".join(present) + ")", *present, "random", "letter prior", "answer prior"]
         compare_here = compare and "difference" in rows["all"]
         if compare_here:
             head.append(f"{compare[1]} − {compare[0]} [95 % CI], exact-test p")
@@ -100,7 +105,7 @@ def markdown(summary: dict[str, Any], models: list[str], compare: tuple[str, str
                 if block["unparsed"]:
                     text += f" ({block['unparsed']} unparsed)"
                 cells.append(text)
-            cells += [f"{100 * row[k]:.1f}" if row.get(k) is not None else "–" for k in ("random", "prior")]
+            cells += [f"{100 * row[k]:.1f}" if row.get(k) is not None else "–" for k in ("random", *PRIORS)]
             if compare_here:
                 cells.append(format_comparison(row["difference"]))
             lines.append("| " + " | ".join(cells) + " |")
@@ -113,7 +118,7 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["base", "warmup", "final"])
     parser.add_argument("--compare", nargs=2, default=None, metavar=("BEFORE", "AFTER"))
     parser.add_argument("--prior-from", type=Path, default=None,
-                        help="fit the letter prior on these training rows (default: the eval runs' leave-one-out)")
+                        help="fit the letter and answer priors on these training rows (default: the eval runs' own)")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     args = parser.parse_args()
     compare = tuple(args.compare) if args.compare else None
