@@ -99,3 +99,27 @@ def test_demo_recipe_fine_tunes_on_gold_answers_then_trains_with_format_and_accu
     for stage in plan(tmp_path, size):
         assert "--completion-prefix" not in stage.argv
         assert shlex.split(stage.command)[1:] == stage.argv  # printed commands survive a shell
+
+
+def test_the_terminal_table_shows_each_baseline_and_whole_task_names(capsys: pytest.CaptureFixture[str],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from embodied_r.cli.demo import print_before_after
+
+    def metrics(score: float, baselines: dict[str, float]) -> dict:
+        task = {"n": 40, "score": score, "ci95": [score - 0.1, score + 0.1], "unparsed": 0}
+        return {"tasks": {"egocentric_direction": task}, "overall": {"n": 40, "micro": score, "ci95": task["ci95"]},
+                "baselines": {name: {"tasks": {"egocentric_direction": {"score": value, "ci95": [0.1, 0.6]}},
+                                     "overall": {"micro": value, "ci95": [0.1, 0.6]}}
+                              for name, value in baselines.items()}}
+
+    after = metrics(0.5, {"blind": 0.3, "text-rule": 0.45, "random": 0.25, "prior": 0.261, "answer-prior": 0.205})
+    monkeypatch.setenv("COLUMNS", "200")
+    print_before_after({"eval_sft": metrics(0.4, {}), "eval_after": after})
+    wide = capsys.readouterr().out
+    assert "random / letter prior / answer prior" in wide and "25.0 / 26.1 / 20.5" in wide
+    assert "45.0 [10.0, 60.0]" in wide and "30.0 [10.0, 60.0]" in wide  # text rule, blind
+    monkeypatch.setenv("COLUMNS", "80")  # the width of a log file or a small terminal
+    print_before_after({"eval_sft": metrics(0.4, {}), "eval_after": after})
+    narrow = capsys.readouterr().out
+    assert "egocentric_direction" in narrow  # wrapped numbers, not a name cut to "egocentri…"
+    assert max(len(line) for line in narrow.splitlines()) <= 80

@@ -68,7 +68,10 @@ def print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
 
     table = Table(title=title)
     for name in columns:
-        table.add_column(name, justify="left" if name == columns[0] else "right")
+        # The first column names the rows (task types such as egocentric_direction): a narrow terminal wraps
+        # the numbers instead of cutting the names.
+        first = name == columns[0]
+        table.add_column(name, justify="left" if first else "right", no_wrap=first)
     for row in rows:
         table.add_row(*[_fmt(v) for v in row])
     console().print(table)

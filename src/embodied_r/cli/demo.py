@@ -82,14 +82,20 @@ def print_grpo_steps(train: dict[str, Any]) -> None:
                         markup=False)
 
 
-def baseline_cell(metrics: dict[str, Any], name: str, task: str | None) -> str:
-    """A baseline's score on a task (None: overall), from the evaluation's metrics.json."""
+def baseline_cell(metrics: dict[str, Any], name: str, task: str | None, interval: bool = True) -> str:
+    """A baseline's score on a task (None: overall), from the evaluation's metrics.json, with its interval
+    or without."""
     from embodied_r.core.intervals import format_interval
 
     table = (metrics.get("baselines") or {}).get(name) or {}
     cell = (table.get("overall") or {}) if task is None else (table.get("tasks") or {}).get(task) or {}
     score = cell.get("micro") if task is None else cell.get("score")
-    return format_interval(score, cell.get("ci95"))
+    return format_interval(score, cell.get("ci95") if interval else None)
+
+
+# The answer-free baselines share one column, as points (their intervals say nothing about the model).
+GUESSES = ("random", "prior", "answer-prior")
+GUESSES_HEADER = "random / letter prior / answer prior"
 
 
 def print_before_after(summary: dict[str, Any], out_dir: Any = None) -> None:
@@ -110,13 +116,10 @@ def print_before_after(summary: dict[str, Any], out_dir: Any = None) -> None:
         rows.append([task or "all (micro)",
                      *[f"{format_interval(c.get('score'), c.get('ci95'))} (n={c.get('n', 0)})" for c in cells],
                      baseline_cell(after, "blind", task), baseline_cell(after, "text-rule", task),
-                     baseline_cell(after, "random", task), baseline_cell(after, "prior", task),
-                     baseline_cell(after, "answer-prior", task)])
-    rows.append(["most predicted letter", leading_letter(sft), leading_letter(after), None, None, None, None, None])
+                     " / ".join(baseline_cell(after, name, task, interval=False) for name in GUESSES)])
+    rows.append(["most predicted letter", leading_letter(sft), leading_letter(after), None, None, None])
     print_table("held-out scenes: score % [95 % interval] (accuracy; MRA for numbers)",
-                ["task", "after SFT", "after GRPO", "GRPO model blind", "text rule", "random", "letter prior",
-                 "answer prior"],
-                rows)
+                ["task", "after SFT", "after GRPO", "GRPO model blind", "text rule", GUESSES_HEADER], rows)
     ceiling = ((after.get("baselines") or {}).get("text-rule") or {}).get("overall", {}).get("ceiling")
     if ceiling is not None:
         console().print(f"answerable ceiling: the text states the answer of {100 * ceiling:.1f} % of the "
