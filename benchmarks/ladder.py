@@ -51,7 +51,7 @@ from learning_curve import Progress, check_dtype  # noqa: E402
 
 from embodied_r.core.io import atomic_write_json, atomic_write_text, read_json, read_jsonl, write_jsonl  # noqa: E402
 from embodied_r.demo import expand_globs, training_recipe  # noqa: E402
-from embodied_r.evaluation.baselines import prior_baseline, random_baseline  # noqa: E402
+from embodied_r.evaluation.baselines import PRIORS, prior_baseline, random_baseline  # noqa: E402
 from embodied_r.training.recipe import merge_overrides, parse_overrides  # noqa: E402
 from embodied_r.training.warmup import THINK_STYLES  # noqa: E402
 
@@ -348,7 +348,7 @@ def summarise(out: Path, split: str) -> dict[str, Any]:
     # before a baseline existed still gets its column.
     train_rows = _prompt_rows(read_jsonl(out / "data" / "prompts" / "train.jsonl"))
     baselines = {"random": random_baseline(prompt_rows),
-                 **{name: prior_baseline(prompt_rows, train_rows, name=name) for name in ("prior", "answer-prior")}}
+                 **{name: prior_baseline(prompt_rows, train_rows, name=name) for name in PRIORS}}
     rule = by_task(rule_predictions)
     exact_rule = by_task({i: {**p, "score": float(p["exact"])} for i, p in rule_predictions.items()})
     result: dict[str, Any] = {"split": split, "questions": len(rows), "tasks": {}, "arms": {}, "warmups": {}}

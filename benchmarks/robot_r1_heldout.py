@@ -24,6 +24,7 @@ from typing import Any
 
 from embodied_r.core.intervals import format_comparison, format_interval, prediction_difference
 from embodied_r.core.io import read_jsonl
+from embodied_r.evaluation.baselines import PRIORS
 
 SPLITS = ("test_in", "test_out")
 
@@ -34,16 +35,14 @@ def _load(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
     return json.loads((folder / "metrics.json").read_text()), read_jsonl(folder / "predictions.jsonl")
 
 
-PRIORS = ("prior", "answer-prior")  # the letter prior and the answer-text prior
-
-
 def training_priors(test_file: str, prior_from: Path) -> dict[str, Any]:
     """Both prior baselines fit on the training rows: each task's most frequent training letter, and the
     option whose text is most often a training answer."""
     from embodied_r.evaluation.baselines import prior_baseline
+    from embodied_r.evaluation.inputs import load_prior_rows
     from embodied_r.evaluation.runner import load_eval_rows
 
-    rows, train = load_eval_rows(test_file)[0], load_eval_rows(prior_from)[0]
+    rows, train = load_eval_rows(test_file)[0], load_prior_rows(prior_from)
     return {name: prior_baseline(rows, train, name=name) for name in PRIORS}
 
 

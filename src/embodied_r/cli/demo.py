@@ -94,7 +94,7 @@ def baseline_cell(metrics: dict[str, Any], name: str, task: str | None, interval
 
 
 # The answer-free baselines share one column, as points (their intervals say nothing about the model).
-GUESSES = ("random", "prior", "answer-prior")
+GUESSES = ("random", "prior", "answer-prior")  # the order of GUESSES_HEADER
 GUESSES_HEADER = "random / letter prior / answer prior"
 
 

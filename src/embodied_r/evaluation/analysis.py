@@ -13,6 +13,7 @@ from typing import Any
 
 from embodied_r.core.records import PromptRow
 from embodied_r.evaluation.baselines import (
+    PRIORS,
     blind_rows,
     direct_answer_rows,
     not_run,
@@ -49,7 +50,7 @@ def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, en
     for name in names:
         if name == "random":
             tables[name] = random_baseline(rows)
-        elif name in ("prior", "answer-prior"):
+        elif name in PRIORS:
             tables[name] = prior_baseline(rows, prior_rows, name=name)
             if prior_rows is not None:
                 tables[name]["fit_on"] = f"{prior_source or 'a separate prior set'} ({len(prior_rows)} questions)"

@@ -93,6 +93,7 @@ def _choice_guess(row: PromptRow, prior: dict[str, Any], by_text: bool) -> str |
 
 
 PRIOR_KINDS = {"prior": "letter", "answer-prior": "answer text"}
+PRIORS = tuple(PRIOR_KINDS)  # the baselines ``prior_baseline`` computes, and ``--prior-from`` fits
 
 
 def prior_baseline(rows: Sequence[PromptRow], fit_rows: Sequence[PromptRow] | None = None,

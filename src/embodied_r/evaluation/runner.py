@@ -74,11 +74,12 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, settings: E
     with claimed_folder(out):  # one writer per folder; a run that fails before writing leaves none behind
         rows, load_report = load_eval_rows(data, prompt_version=gen.prompt_version, perception=settings.perception,
                                            out_dir=out)
+        from embodied_r.evaluation.baselines import PRIORS
         from embodied_r.evaluation.inputs import load_prior_rows, resolve_input
 
         # Before any generation: a bad --prior-from file fails at once, not after the model's answers.
         prior_rows = (load_prior_rows(base.prior_data)
-                      if base.prior_data is not None and {"prior", "answer-prior"} & set(base.names) else None)
+                      if base.prior_data is not None and set(PRIORS) & set(base.names) else None)
         used_input = resolve_input(rows, settings.prompt_input, data)
         if used_input == "image":
             from embodied_r.evaluation.vl_generation import require_vision_model

@@ -177,7 +177,9 @@ def score_run(data: str, completions: str | Path, out_dir: str | Path, missing: 
     if out.exists() and not out.is_dir():
         raise DataFileError(f"--out {out}: is a file; give a folder for predictions.jsonl and metrics.json")
     prior_rows = None
-    if prior_from is not None and {"prior", "answer-prior"} & set(baselines):
+    from embodied_r.evaluation.baselines import PRIORS
+
+    if prior_from is not None and set(PRIORS) & set(baselines):
         from embodied_r.evaluation.inputs import load_prior_rows
 
         prior_rows = load_prior_rows(prior_from)

@@ -58,33 +58,33 @@ def varying_groups(uniform_rows: torch.Tensor, num_generations: int) -> list[int
 
 class ResampleStream:
     """Training-row indices in a seeded random order, endlessly (a new permutation each pass), skipping
-    the rows the caller names (those already in the step).
+    rows whose id the caller names (the step's own prompts, and those drawn for it already).
 
-    >>> stream = ResampleStream(4, seed=0)
+    >>> stream = ResampleStream(["a", "b", "c", "d"], seed=0)
     >>> sorted(stream.take(4, exclude=set()))
     [0, 1, 2, 3]
-    >>> 2 in stream.take(3, exclude={2})
+    >>> 2 in stream.take(3, exclude={"c"})
     False
     """
 
-    def __init__(self, n_rows: int, seed: int) -> None:
-        if n_rows < 1:
+    def __init__(self, ids: Sequence[str], seed: int) -> None:
+        if not ids:
             raise ValueError("resampling needs at least one training row")
-        self.n_rows = n_rows
+        self.ids = list(ids)
         self.generator = torch.Generator().manual_seed(seed)
         self.pending: list[int] = []
 
-    def take(self, count: int, exclude: set[int]) -> list[int]:
-        """``count`` indices not in ``exclude`` (fewer when the data has fewer such rows)."""
-        count = min(count, self.n_rows - len(exclude & set(range(self.n_rows))))
+    def take(self, count: int, exclude: set[str]) -> list[int]:
+        """``count`` indices of rows whose id is not in ``exclude`` (fewer when the data has fewer such rows)."""
+        count = min(count, sum(1 for row_id in self.ids if row_id not in exclude))
         out: list[int] = []
-        for _ in range(2 * self.n_rows + count):  # at most two passes beyond what is needed
+        for _ in range(2 * len(self.ids) + count):  # at most two passes beyond what is needed
             if len(out) == count:
                 break
             if not self.pending:
-                self.pending = torch.randperm(self.n_rows, generator=self.generator).tolist()
+                self.pending = torch.randperm(len(self.ids), generator=self.generator).tolist()
             index = self.pending.pop()
-            if index not in exclude and index not in out:
+            if self.ids[index] not in exclude and index not in out:
                 out.append(index)
         return out
 

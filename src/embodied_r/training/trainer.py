@@ -62,10 +62,9 @@ class ReasonerGRPOTrainer(GRPOTrainer):
     # used once by _generate_and_score_completions).
     _uniform_rows: Any = None
     # zero_variance_groups resample (training/dynamic_sampling.py): generation calls a step may add, and
-    # the fresh-prompt stream with the training rows' indices by id (built at the first resampled step).
+    # the fresh-prompt stream (built at the first resampled step).
     resample_rounds: int = 0
     _resample_stream: Any = None
-    _resample_index: Any = None
 
     def _get_train_sampler(self, dataset: Any = None) -> Any:
         # TRL's RepeatSampler layout (prompts per generation batch, each repeated per completion, each batch
@@ -166,18 +165,17 @@ class ReasonerGRPOTrainer(GRPOTrainer):
         missing = n_groups - len(keep)
         parts = [(output, keep)]
         if self._resample_stream is None:
-            self._resample_stream = dynamic_sampling.ResampleStream(len(self.train_dataset), self.args.seed + 1)
-            self._resample_index = {}
-            for index, row_id in enumerate(self.train_dataset["id"] if "id" in self.train_dataset.column_names
-                                           else []):
-                self._resample_index.setdefault(str(row_id), set()).add(index)
-        exclude = {i for row in inputs[::generations] for i in self._resample_index.get(str(row.get("id")), ())}
+            dataset = self.train_dataset
+            ids = dataset["id"] if "id" in dataset.column_names else range(len(dataset))
+            self._resample_stream = dynamic_sampling.ResampleStream([str(i) for i in ids], self.args.seed + 1)
+        stream = self._resample_stream
+        exclude = {str(row.get("id")) for row in inputs[::generations]}
         rounds = drawn = 0
         while missing and rounds < self.resample_rounds:
-            fresh = self._resample_stream.take(missing, exclude)
+            fresh = stream.take(missing, exclude)
             if not fresh:
                 break
-            exclude.update(fresh)
+            exclude.update(stream.ids[i] for i in fresh)
             rows = [self.train_dataset[i] for i in fresh for _ in range(generations)]
             extra, extra_uniform = self._scored_generation(rows)
             rounds, drawn = rounds + 1, drawn + len(fresh)

@@ -13,7 +13,7 @@ the group's std + 1e-4), and TRL's ``frac_reward_zero_std`` does not count it ei
 tolerance is 1e-8). Under ``skip`` and ``drop`` the trainer therefore sets the advantage of every row of a
 group whose rewards did not vary to exactly 0 (``uniform_group_rows``, read off the rewards of the whole
 generation batch, where every group is complete), for TRL's ``sum_then_normalize`` aggregation, where
-that is the exact value. Three treatments:
+that is the exact value. Four treatments:
 
 - ``update``: TRL's: every row goes through the update, its advantages as TRL computed them.
 - ``skip`` (default): rows with advantage exactly 0 are left out of the forward and backward passes.
