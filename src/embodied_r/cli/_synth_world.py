@@ -24,10 +24,15 @@ def register(kinds: Any) -> None:
     world.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same dataset")
     world.add_argument("--resolution", type=_resolution, default=(320, 240), help="WIDTHxHEIGHT (default 320x240)")
     world.add_argument("--fps", type=float, default=10.0, help="video frame rate (default 10)")
-    world.add_argument("--seconds", type=float, default=20.0, help="longest video, in seconds (default 20)")
+    world.add_argument("--seconds", type=float, default=None,
+                       help="longest video, in seconds (default 20; 30 with --ood)")
     world.add_argument("--from-meta", default=None, help="build rooms from a VSI-Bench meta_info JSON instead")
     world.add_argument("--workers", type=int, default=1, help="parallel rendering processes (default 1)")
     world.add_argument("--per-task", type=int, default=3, help="most questions per task per scene (default 3)")
+    world.add_argument("--ood", action="store_true",
+                       help="out-of-distribution world: larger rooms (30-70 m^2), object categories the default "
+                            "world never uses (desk, piano, suitcase...), longer walks; scenes are named "
+                            "ood_SEED_NNNN. Not with --from-meta")
     world.set_defaults(_synth_run=run_world)
     questions = kinds.add_parser("questions", help="questions from a VSI-Bench meta_info file alone (no rendering)")
     questions.add_argument("--meta", required=True, help="meta_info JSON file")
@@ -61,7 +66,7 @@ def run_world(args: argparse.Namespace) -> int:
     config = WorldConfig(out=Path(args.out), scenes=args.scenes, seed=args.seed, width=width, height=height,
                          fps=args.fps, max_seconds=args.seconds,
                          from_meta=Path(args.from_meta) if args.from_meta else None,
-                         workers=max(1, args.workers), per_task=args.per_task)
+                         workers=max(1, args.workers), per_task=args.per_task, ood=args.ood)
     try:
         config.validate()
     except (ValueError, SceneError) as exc:
@@ -82,6 +87,9 @@ def run_world(args: argparse.Namespace) -> int:
     out.print(f"{summary['scenes']} scenes, {summary['frames']} frames, {summary['questions']} questions in "
               f"{summary['total_seconds']:.1f} s -> {config.out}")
     _answer_table(read_jsonl(config.out / "questions.jsonl"))
+    frames = summary["manifest"]["suggested_max_keyframes"]
+    out.print(f"{config.preset} world (see {config.out / 'world.json'}); suggested key frames: "
+              f"embodied-r keyframes {config.out / 'videos'} --out KEYFRAMES_DIR --max-frames {frames}")
     return 0
 
 

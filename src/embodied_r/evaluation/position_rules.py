@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from embodied_r.core.records import PromptRow
+from embodied_r.core.spatial_rules import HARD_BINS, MEDIUM_BINS
 from embodied_r.methods.embodied_r.frame_text import Frame, clause_after, mention_pattern, question_text
 
 Outcome = tuple[Any, str | None]
@@ -40,11 +41,6 @@ BEARING_DEG = {"straight ahead": 0.0, "ahead-left": 31.0, "ahead-right": -31.0, 
                "to the right": -80.0, "behind-left": 145.0, "behind-right": -145.0}
 _SIGHTING_RE = re.compile(r"^\s*(straight ahead|ahead-left|ahead-right|to the left|to the right|behind-left|"
                           r"behind-right),\s+about\s+(\d+(?:\.\d+)?)\s*m\b")
-
-# Answer bins of the benchmark's relative-direction questions: the counter-clockwise angle, in degrees, from
-# the way I face (standing by one object, facing another) to the third object.
-HARD_BINS = ((0, 90, "front-left"), (90, 180, "back-left"), (180, 270, "back-right"), (270, 360, "front-right"))
-MEDIUM_BINS = ((0, 135, "left"), (135, 225, "back"), (225, 360, "right"))
 
 # A sighting's distance is to the object's nearest point, so the gap between two sightings spans part of
 # both objects, which the question's closest-point distance does not: the rule takes this much off. Fit on

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from _world_reference import sampled_distance, vsi_angle
 
-from embodied_r.sim.world.geometry import Box, box_distance, boxes_overlap, ccw_angle_deg, polygon_area
+from embodied_r.core.geometry import Box, box_distance, boxes_overlap, ccw_angle_deg, polygon_area
 
 
 def _meta_box(box: Box) -> dict:

@@ -39,7 +39,7 @@ def test_real_meta_questions_have_independently_checked_answers() -> None:
 
 
 def test_procedural_scene_questions_checked_and_objects_do_not_interpenetrate() -> None:
-    from embodied_r.sim.world.geometry import boxes_overlap, points_in_polygon
+    from embodied_r.core.geometry import boxes_overlap, points_in_polygon
 
     meta = {}
     for i in range(3):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from embodied_r.sim.world.geometry import points_in_polygon
+from embodied_r.core.geometry import points_in_polygon
 from embodied_r.sim.world.scenes import Scene, SceneError
 
 GRID = 0.1  # occupancy grid cell (m)

@@ -9,6 +9,12 @@ of the box bottom above the floor for wall-mounted things. Sampled sizes jitter 
 - ``floor``: stands on the floor anywhere with free space around it;
 - ``wall``: stands on the floor with its back flush against a wall (bed, bookshelf, refrigerator...);
 - ``mounted``: hangs on a wall at ``elevation`` above the floor (window, tv, whiteboard, door at 0).
+
+``OOD_CATEGORIES`` is a second, separate table for the out-of-distribution world (``synth world --ood``):
+categories the in-distribution sampler never draws, whose names share no word with an ID name (so a
+question about "the desk" cannot be answered by pattern-matching an ID category). Their sizes are
+typical furniture-catalogue dimensions, not VSI-Bench medians (VSI-Bench has no annotations for most
+of them), and ``weight`` is only their relative frequency within that table.
 """
 
 from __future__ import annotations
@@ -71,25 +77,53 @@ CATEGORIES: dict[str, Category] = {
 }
 
 
+# Out-of-distribution vocabulary: never drawn by the default (ID) layout sampler, whose table above stays
+# untouched so that ID worlds are identical to those made before this table existed.
+OOD_CATEGORIES: dict[str, Category] = {
+    c.name: c
+    for c in (
+        _c("desk", 1.20, 0.60, 0.75, "wall", 0.0, "light grey", (0.78, 0.78, 0.76), "table", 2, 10),
+        _c("cabinet", 0.80, 0.45, 0.90, "wall", 0.0, "cherry", (0.55, 0.16, 0.12), "box", 3, 10),
+        _c("suitcase", 0.45, 0.28, 0.68, "floor", 0.0, "turquoise", (0.10, 0.70, 0.70), "box", 3, 8),
+        _c("guitar", 0.40, 0.35, 1.05, "floor", 0.0, "amber", (0.85, 0.55, 0.10), "box", 2, 6),
+        _c("bench", 1.20, 0.38, 0.46, "floor", 0.0, "walnut", (0.42, 0.28, 0.16), "table", 2, 8),
+        _c("piano", 1.50, 0.60, 1.25, "wall", 0.0, "glossy black", (0.03, 0.03, 0.04), "box", 1, 6),
+        _c("dresser", 1.20, 0.50, 0.85, "wall", 0.0, "ivory", (0.95, 0.93, 0.84), "box", 1, 8),
+        _c("sink", 0.55, 0.45, 0.20, "mounted", 0.80, "porcelain", (0.90, 0.92, 0.95), "box", 1, 6),
+    )
+}
+ALL_CATEGORIES: dict[str, Category] = {**CATEGORIES, **OOD_CATEGORIES}
+
+
 class UnknownCategoryError(ValueError):
     """A category name that is not in the procedural vocabulary."""
 
 
 def get_category(name: str) -> Category:
-    """Look up a category; unknown names raise with the list of known ones."""
+    """Look up a category (ID or OOD table); unknown names raise with the list of known ones."""
     try:
-        return CATEGORIES[name]
+        return ALL_CATEGORIES[name]
     except KeyError:
         raise UnknownCategoryError(
-            f"unknown object category {name!r}; known categories: {', '.join(sorted(CATEGORIES))}"
+            f"unknown object category {name!r}; known categories: {', '.join(sorted(ALL_CATEGORIES))}"
         ) from None
+
+
+def find_category(name: str) -> Category | None:
+    """The table entry of an ID or OOD category, or None for names outside both tables."""
+    return ALL_CATEGORIES.get(name)
+
+
+def is_ood(name: str) -> bool:
+    """Whether ``name`` is one of the out-of-distribution categories."""
+    return name in OOD_CATEGORIES
 
 
 def color_for(name: str) -> tuple[str, tuple[float, float, float, float]]:
     """Colour name and RGBA for any category, including ones outside the vocabulary (real meta_info
-    scenes have 65 categories): known ones use their table entry, others a stable hashed grey-tone."""
-    if name in CATEGORIES:
-        cat = CATEGORIES[name]
+    scenes have 65 categories): known ones (ID or OOD) use their table entry, others a stable hashed grey-tone."""
+    cat = ALL_CATEGORIES.get(name)
+    if cat is not None:
         return cat.color_name, cat.rgba
     # A stable (not Python-hash-randomised) mix of the name's bytes picks one of a few named colours.
     palette = (

@@ -8,6 +8,13 @@ Layout of ``out``::
     scenes.json               {scene: meta_info entry} (VSI-Bench schema)
     questions.jsonl           QARecord rows; ``video`` is relative to ``out``
     skipped.json              {scene: reason} for scenes that could not be built
+    world.json                manifest: preset ("id" | "ood"), categories used, OOD categories used,
+                              suggested key-frame budget, seed, seconds
+
+With ``ood=True`` the world is the out-of-distribution preset (``layout.OOD_LAYOUT``: larger rooms, mostly
+OOD categories) with longer walks (``OOD_SECONDS``) and scenes named ``ood_{seed}_{i:04d}``, which never
+collide with ID names ``scene_{seed}_{i:04d}``; its layout and path draws use their own random streams.
+An ID world is exactly what it was before the preset existed (world.json is the only new file).
 
 Every random draw is seeded by (seed, scene index, purpose), so a scene is identical whichever worker
 renders it and whether the run was resumed. Rendering is the slow part and resumes per scene (a scene
@@ -21,7 +28,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -30,7 +37,8 @@ import numpy as np
 
 from embodied_r.core.io import DataFileError, atomic_write_json, read_json, write_jsonl
 from embodied_r.core.records import QARecord
-from embodied_r.sim.world.layout import LayoutConfig, sample_scene
+from embodied_r.sim.world.categories import OOD_CATEGORIES
+from embodied_r.sim.world.layout import OOD_LAYOUT, LayoutConfig, sample_scene
 from embodied_r.sim.world.options import LetterBalancer
 from embodied_r.sim.world.questions import StaticQuestionMaker, scene_facts
 from embodied_r.sim.world.scenes import Scene, SceneError, scene_from_meta
@@ -38,23 +46,51 @@ from embodied_r.sim.world.video_questions import seen_instances, video_questions
 
 log = logging.getLogger(__name__)
 SOURCE = "synthetic_world"
+ID_SECONDS = 20.0
+OOD_SECONDS = 30.0  # longer walks through the larger OOD rooms: more key frames per video
+# Key-frame budget to pass to ``embodied-r keyframes --max-frames``: the longer OOD walks need more frames
+# to cover the room.
+SUGGESTED_MAX_KEYFRAMES = {"id": 6, "ood": 10}
+OOD_STREAM = 1  # appended to OOD worlds' seed keys, so their draws are independent of the ID world's
 
 
 @dataclass
 class WorldConfig:
+    """What to generate. ``max_seconds`` and ``layout`` left as None take the preset's defaults
+    (ID: 20 s and ``LayoutConfig()``; ``ood``: ``OOD_SECONDS`` and ``OOD_LAYOUT``)."""
+
     out: Path
     scenes: int = 10
     seed: int = 0
     width: int = 320
     height: int = 240
     fps: float = 10.0
-    max_seconds: float = 20.0
+    max_seconds: float | None = None
     from_meta: Path | None = None
     workers: int = 1
     per_task: int = 3
-    layout: LayoutConfig = field(default_factory=LayoutConfig)
+    layout: LayoutConfig | None = None
+    ood: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_seconds is None:
+            self.max_seconds = OOD_SECONDS if self.ood else ID_SECONDS
+        if self.layout is None:
+            self.layout = OOD_LAYOUT if self.ood else LayoutConfig()
+
+    @property
+    def preset(self) -> str:
+        return "ood" if self.ood else "id"
+
+    def seed_key(self, index: int, purpose: int, attempt: int) -> list[int]:
+        """The seed of one random draw: (seed, scene index, purpose, attempt), plus a stream tag for OOD."""
+        key = [self.seed, index, purpose, attempt]
+        return [*key, OOD_STREAM] if self.ood else key
 
     def validate(self) -> None:
+        if self.ood and self.from_meta is not None:
+            raise ValueError("--ood builds its own procedural rooms (larger, with OOD categories) and cannot "
+                             "be combined with --from-meta; drop one of the two")
         if self.scenes < 1:
             raise ValueError(f"--scenes must be >= 1, got {self.scenes}")
         if not (1.0 <= self.fps <= 60.0):
@@ -77,7 +113,8 @@ def load_meta_file(path: Path) -> dict[str, Any]:
 def scene_names(config: WorldConfig) -> list[str]:
     if config.from_meta is not None:
         return sorted(load_meta_file(config.from_meta))[: config.scenes]
-    return [f"scene_{config.seed}_{i:04d}" for i in range(config.scenes)]
+    prefix = "ood" if config.ood else "scene"
+    return [f"{prefix}_{config.seed}_{i:04d}" for i in range(config.scenes)]
 
 
 LAYOUT_ATTEMPTS = 5
@@ -87,7 +124,7 @@ def build_scene(config: WorldConfig, index: int, name: str, meta: dict[str, Any]
                 attempt: int = 0) -> Scene:
     if meta is not None:
         return scene_from_meta(name, meta[name])
-    return sample_scene(name, np.random.default_rng([config.seed, index, 0, attempt]), config.layout)
+    return sample_scene(name, np.random.default_rng(config.seed_key(index, 0, attempt)), config.layout)
 
 
 def build_and_plan(config: WorldConfig, index: int, name: str, meta: dict[str, Any] | None) -> tuple[Scene, Any]:
@@ -99,7 +136,8 @@ def build_and_plan(config: WorldConfig, index: int, name: str, meta: dict[str, A
     for attempt in range(1 if meta is not None else LAYOUT_ATTEMPTS):
         try:
             scene = build_scene(config, index, name, meta, attempt)
-            path = plan_camera_path(scene, np.random.default_rng([config.seed, index, 1, attempt]), config.max_seconds)
+            path = plan_camera_path(scene, np.random.default_rng(config.seed_key(index, 1, attempt)),
+                                    config.max_seconds)
             return scene, path
         except SceneError as exc:
             error = exc
@@ -181,7 +219,9 @@ def generate_world(config: WorldConfig, progress: Callable[[str, str], None] | N
     skipped = {n: r for n, (s, r) in results.items() if s == "skipped"}
     atomic_write_json(out / "skipped.json", skipped)
     scenes, questions = write_annotations(out, [n for n in names if n not in skipped], config.seed, config.per_task)
+    manifest = write_manifest(out, config, scenes)
     return {"scenes": len(scenes), "skipped": skipped, "questions": len(questions), "render_seconds": render_s,
+            "manifest": manifest,
             "total_seconds": time.perf_counter() - start,
             "frames": sum(len(read_json(out / "poses" / f"{n}.json")["frames"]) for n in scenes)}
 
@@ -200,6 +240,23 @@ def write_annotations(out: Path, names: list[str], seed: int,
     atomic_write_json(out / "scenes.json", scenes)
     write_jsonl(out / "questions.jsonl", [q.to_dict() for q in questions])
     return scenes, questions
+
+
+def write_manifest(out: Path, config: WorldConfig, scenes: dict[str, Any]) -> dict[str, Any]:
+    """world.json: which preset made this folder, the categories its scenes hold, and the key-frame budget
+    that suits its videos. Written for ID worlds too; no other file depends on it."""
+    used = sorted({c for entry in scenes.values() for c in entry.get("object_counts", {})})
+    manifest = {
+        "preset": config.preset,
+        "scenes": len(scenes),
+        "categories": used,
+        "ood_categories": [c for c in used if c in OOD_CATEGORIES],
+        "suggested_max_keyframes": SUGGESTED_MAX_KEYFRAMES[config.preset],
+        "seed": config.seed,
+        "seconds": config.max_seconds,
+    }
+    atomic_write_json(out / "world.json", manifest)
+    return manifest
 
 
 def questions_for_scene(name: str, poses: dict[str, Any], rng: np.random.Generator, balancer: LetterBalancer,

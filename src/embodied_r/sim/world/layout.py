@@ -6,6 +6,11 @@ category vocabulary weighted by how many VSI-Bench scenes contain it; a few cate
 instances (counting questions need count >= 2) and most stay unique (direction and distance questions
 use unique categories only). Every object is placed by rejection sampling with a 3D separating-axis
 test, so nothing interpenetrates; a door keeps the floor in front of it clear.
+
+``OOD_LAYOUT`` is the out-of-distribution preset (``synth world --ood``): larger rooms, more categories
+per room, and most of the category draw's mass on ``OOD_CATEGORIES``, which the default config never
+draws. The default config's random draws are exactly those made before the preset existed, so ID
+worlds do not change.
 """
 
 from __future__ import annotations
@@ -15,8 +20,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embodied_r.sim.world.categories import CATEGORIES, SIZE_JITTER, Category, get_category
-from embodied_r.sim.world.geometry import Box, boxes_overlap, points_in_polygon, polygon_area
+from embodied_r.core.geometry import Box, boxes_overlap, points_in_polygon, polygon_area
+from embodied_r.sim.world.categories import (
+    ALL_CATEGORIES,
+    CATEGORIES,
+    OOD_CATEGORIES,
+    SIZE_JITTER,
+    Category,
+    get_category,
+)
 from embodied_r.sim.world.scenes import Scene, SceneError, SceneObject
 
 CLEARANCE = 0.08  # minimum gap between furniture (m)
@@ -31,6 +43,14 @@ class LayoutConfig:
     l_shape_prob: float = 0.3
     multi_instance_prob: float = 0.35
     categories: tuple[str, ...] | None = None  # restrict the vocabulary (validated)
+    # Room area: log-normal around area_median (m^2) with this log-sigma, clipped to [min_area, max_area].
+    # The defaults are the VSI-Bench fit; they must stay as they are for ID worlds to stay the same.
+    area_median: float = 17.5
+    area_sigma: float = 0.58
+    # Probability mass of OOD categories in the category draw. 0 (default): the ID vocabulary only, drawn
+    # exactly as before OOD categories existed. 0 < s < 1: ID and OOD names together, the OOD ones
+    # sharing mass s (each table by its own weights). 1: OOD categories only.
+    ood_share: float = 0.0
 
     def validate(self) -> None:
         if not (0 < self.min_area <= self.max_area):
@@ -43,15 +63,51 @@ class LayoutConfig:
                              f"{self.min_categories}..{self.max_categories}")
         for name in self.categories or ():
             get_category(name)
-        if self.categories is not None and len(self.categories) < self.min_categories:
-            raise SceneError(f"{len(self.categories)} categories given but min_categories is "
-                             f"{self.min_categories}")
+        if not (self.area_median > 0 and self.area_sigma >= 0):
+            raise SceneError(f"need area_median > 0 and area_sigma >= 0, got {self.area_median} and "
+                             f"{self.area_sigma}")
+        if not (0.0 <= self.ood_share <= 1.0):
+            raise SceneError(f"ood_share is a probability mass in [0, 1], got {self.ood_share}")
+        id_names, ood_names = _pools(self)
+        named_ood = [n for n in self.categories or () if n in OOD_CATEGORIES]
+        if self.ood_share == 0 and named_ood:
+            raise SceneError(f"categories {', '.join(named_ood)} are out-of-distribution ones; set ood_share > 0 "
+                             f"to draw them")
+        if self.ood_share > 0 and not ood_names:
+            raise SceneError(f"ood_share {self.ood_share} needs OOD categories in the vocabulary; known OOD "
+                             f"categories: {', '.join(sorted(OOD_CATEGORIES))}")
+        if self.ood_share < 1 and not id_names:
+            raise SceneError(f"ood_share {self.ood_share} < 1 needs some ID categories in the vocabulary "
+                             f"(or use ood_share 1 for OOD categories only)")
+        available = len(id_names) * (self.ood_share < 1) + len(ood_names) * (self.ood_share > 0)
+        if available < self.min_categories:
+            raise SceneError(f"{available} categories available (categories, ood_share) but min_categories is "
+                             f"{self.min_categories}; allow more categories or lower min_categories")
+
+
+def _pools(config: LayoutConfig) -> tuple[list[str], list[str]]:
+    """(ID names, OOD names) of the vocabulary, in table order. Without ``categories`` and with
+    ood_share 0 the ID pool is the whole ID table, in the order the default draw has always used."""
+    if config.categories:
+        names = list(config.categories)
+    elif config.ood_share > 0:
+        names = list(ALL_CATEGORIES)
+    else:
+        names = list(CATEGORIES)
+    return [n for n in names if n in CATEGORIES], [n for n in names if n in OOD_CATEGORIES]
+
+
+# The out-of-distribution preset: rooms of 30-70 m^2 (ID: mostly 9-40), 7-11 categories (ID: 5-9) with
+# about two thirds of the draw's mass on OOD categories, so a typical room holds several of them.
+OOD_LAYOUT = LayoutConfig(min_area=30.0, max_area=70.0, area_median=45.0, area_sigma=0.3,
+                          min_categories=7, max_categories=11, ood_share=0.65)
 
 
 def sample_room(rng: np.random.Generator, config: LayoutConfig) -> tuple[list[tuple[float, float]], float]:
     """Floor polygon (counter-clockwise, origin at a corner) and ceiling height."""
-    # log-normal fitted to the VSI-Bench median (17.5) and 95th percentile (45.7)
-    area = float(np.clip(rng.lognormal(math.log(17.5), 0.58), config.min_area, config.max_area))
+    # default: log-normal fitted to the VSI-Bench median (17.5) and 95th percentile (45.7)
+    area = float(np.clip(rng.lognormal(math.log(config.area_median), config.area_sigma), config.min_area,
+                         config.max_area))
     aspect = float(rng.uniform(1.0, 1.7))
     width, depth = math.sqrt(area * aspect), math.sqrt(area / aspect)
     height = float(rng.uniform(2.5, 3.0))
@@ -67,14 +123,32 @@ def sample_room(rng: np.random.Generator, config: LayoutConfig) -> tuple[list[tu
     return [(round(x, 3), round(y, 3)) for x, y in polygon], height
 
 
+def _draw_weights(config: LayoutConfig) -> tuple[list[str], np.ndarray]:
+    """Names and their draw probabilities. With ood_share 0 this is the ID pool by its weights, computed
+    exactly as before the OOD table existed (ID worlds depend on these draws bit for bit)."""
+    id_names, ood_names = _pools(config)
+    if config.ood_share == 0.0:
+        weights = np.array([CATEGORIES[n].weight for n in id_names], dtype=float)
+        return id_names, weights / weights.sum()
+    parts: list[tuple[list[str], float]] = [(ood_names, config.ood_share)]
+    if config.ood_share < 1.0:
+        parts.insert(0, (id_names, 1.0 - config.ood_share))
+    names, probs = [], []
+    for pool, mass in parts:
+        weights = np.array([ALL_CATEGORIES[n].weight for n in pool], dtype=float)
+        names.extend(pool)
+        probs.extend(mass * weights / weights.sum())
+    p = np.array(probs)
+    return names, p / p.sum()
+
+
 def _sample_counts(rng: np.random.Generator, config: LayoutConfig) -> dict[str, int]:
-    names = list(config.categories or CATEGORIES)
-    weights = np.array([CATEGORIES[n].weight for n in names], dtype=float)
+    names, p = _draw_weights(config)
     k = int(rng.integers(config.min_categories, min(config.max_categories, len(names)) + 1))
-    chosen = rng.choice(len(names), size=k, replace=False, p=weights / weights.sum())
+    chosen = rng.choice(len(names), size=k, replace=False, p=p)
     counts = {}
     for idx in chosen:
-        cat = CATEGORIES[names[idx]]
+        cat = ALL_CATEGORIES[names[idx]]
         multi = cat.max_count >= 2 and rng.random() < config.multi_instance_prob
         counts[cat.name] = int(rng.integers(2, cat.max_count + 1)) if multi else 1
     return counts
@@ -149,9 +223,9 @@ def sample_scene(name: str, rng: np.random.Generator, config: LayoutConfig | Non
         placed: list[SceneObject] = []
         keepouts: list[Box] = []
         # Big wall objects first: they are the hardest to fit.
-        order = sorted(wanted, key=lambda c: (CATEGORIES[c].placement == "floor", -CATEGORIES[c].length))
+        order = sorted(wanted, key=lambda c: (ALL_CATEGORIES[c].placement == "floor", -ALL_CATEGORIES[c].length))
         for category in order:
-            cat = CATEGORIES[category]
+            cat = ALL_CATEGORIES[category]
             for _instance in range(wanted[category]):
                 for _try in range(tries_per_object):
                     box = _candidate(rng, cat, polygon, height)
@@ -163,7 +237,7 @@ def sample_scene(name: str, rng: np.random.Generator, config: LayoutConfig | Non
                         continue
                     if category == "door" and any(
                         boxes_overlap(_door_keepout(box), o.box) for o in placed
-                        if CATEGORIES[o.category].placement != "mounted"
+                        if ALL_CATEGORIES[o.category].placement != "mounted"
                     ):
                         continue
                     instance = sum(1 for o in placed if o.category == category)

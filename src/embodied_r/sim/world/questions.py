@@ -16,14 +16,13 @@ from typing import Any
 
 import numpy as np
 
+from embodied_r.core.geometry import Box, box_distance, ccw_angle_deg
 from embodied_r.core.records import QARecord
-from embodied_r.sim.world.geometry import Box, box_distance, ccw_angle_deg
+from embodied_r.core.spatial_rules import HARD_BINS, MEDIUM_BINS, angle_bin
 from embodied_r.sim.world.options import LetterBalancer, letter_options
 from embodied_r.sim.world.scenes import inconsistent_categories, meta_boxes, validate_meta_entry
 
 DIRECTION_MARGIN_DEG = 10.0
-HARD_BINS = ((0, 90, "front-left"), (90, 180, "back-left"), (180, 270, "back-right"), (270, 360, "front-right"))
-MEDIUM_BINS = ((0, 135, "left"), (135, 225, "back"), (225, 360, "right"))
 
 TEMPLATES = {
     "object_counting": "How many {category}(s) are in this room?",
@@ -79,13 +78,6 @@ def scene_facts(name: str, entry: dict[str, Any], seen: dict[str, int] | None = 
 def category_distance(facts: SceneFacts, a: str, b: str) -> float:
     """Minimum over instance pairs (VSI-Bench's category-to-category distance)."""
     return min(box_distance(x, y) for x in facts.boxes[a] for y in facts.boxes[b])
-
-
-def angle_bin(theta: float, bins: tuple[tuple[float, float, str], ...]) -> str:
-    for lo, hi, name in bins:
-        if lo <= theta < hi:
-            return name
-    raise ValueError(f"angle {theta} outside [0, 360)")
 
 
 def direction_label(forward_xy: np.ndarray, origin_xy: np.ndarray, target: Box,

@@ -11,33 +11,15 @@ rejected as ambiguous.
 from __future__ import annotations
 
 import itertools
-import math
 from typing import Any, Protocol
 
 import numpy as np
 
 from embodied_r.core.records import QARecord
+from embodied_r.core.spatial_rules import TURNS, classify_turn
 from embodied_r.sim.world.options import LetterBalancer, letter_options
 
-TURNS = ("Turn Left", "Turn Right", "Turn Back")
 MIN_LEG = 0.5  # metres; shorter legs make "go forward until" meaningless
-
-
-def classify_turn(heading: np.ndarray, leg: np.ndarray, margin: float = 15.0) -> str | None:
-    """The turn from ``heading`` onto ``leg`` (xy vectors), or None if straight on or near a boundary.
-
-    >>> classify_turn(np.array([1.0, 0.0]), np.array([0.0, 1.0]))
-    'Turn Left'
-    >>> classify_turn(np.array([1.0, 0.0]), np.array([1.0, 0.1])) is None
-    True
-    """
-    angle = math.degrees(math.atan2(heading[0] * leg[1] - heading[1] * leg[0], heading @ leg))
-    magnitude = abs(angle)
-    if min(abs(magnitude - 45.0), abs(magnitude - 135.0)) < margin or magnitude < 45.0:
-        return None
-    if magnitude > 135.0:
-        return "Turn Back"
-    return "Turn Left" if angle > 0 else "Turn Right"
 
 
 def route_question(start: str, facing: str, stops: list[str]) -> str:

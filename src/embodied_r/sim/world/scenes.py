@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from embodied_r.sim.world.categories import CATEGORIES, color_for
-from embodied_r.sim.world.geometry import Box, polygon_area
+from embodied_r.core.geometry import Box, polygon_area
+from embodied_r.sim.world.categories import color_for, find_category
 
 REQUIRED_META_FIELDS = ("room_size", "object_counts", "object_bbox")
 REQUIRED_BOX_FIELDS = {"centroid": 3, "axesLengths": 3, "normalizedAxes": 9}
@@ -164,7 +164,8 @@ def scene_from_meta(name: str, entry: dict[str, Any], margin: float = 0.4) -> Sc
     objects = []
     for category, cat_boxes in sorted(boxes.items()):
         color_name, rgba = color_for(category)
-        shape = CATEGORIES[category].shape if category in CATEGORIES else "box"
+        known = find_category(category)
+        shape = known.shape if known is not None else "box"
         for i, box in enumerate(cat_boxes):
             objects.append(SceneObject(category, i, box, color_name, rgba, shape))
     if "room_polygon" in entry:
