@@ -9,6 +9,10 @@ perception record are listed and skipped, never given an empty video description
 key frames themselves, ``methods.embodied_r.keyframe_rows``): the same questions, ids, answers and
 metadata, with each key frame as an image after its frame line, at most ``--max-frames`` frames (the
 latest) of at most ``--max-pixels`` pixels each, written beside the rows in ``<out stem>.frames/``.
+
+``--span 1|2|any`` keeps only the questions whose needed objects are all shown in one key frame, in two at
+the fewest, or in any number (``perception.prompt_rows.question_span``, from the labels oracle perception
+records carry); questions that need an object shown in no key frame are dropped and counted apart.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ DESCRIPTION = ("Join questions with their perception records and write one promp
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from embodied_r.methods.embodied_r.keyframe_images import DEFAULT_MAX_FRAMES, DEFAULT_MAX_PIXELS, PIXEL_MULTIPLE
     from embodied_r.methods.embodied_r.prompts import TEMPLATES
+    from embodied_r.sim.world.detail_levels import SPANS  # plain names, no world code
 
     parser.add_argument("--qa", required=True, help="questions (QARecord .jsonl)")
     parser.add_argument("--perception", required=True, help="Perception .jsonl from `embodied-r perceive`")
@@ -38,6 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="text: frame descriptions for the reasoner (the cascade, default); keyframes: the key "
                              "frames as images after their frame lines, for a vision-language policy (the paper's "
                              "VLM arm), same questions and ids")
+    parser.add_argument("--span", default=None, choices=SPANS,
+                        help="keep only questions whose needed objects are shown in 1 key frame, in 2 at the "
+                             "fewest, or in any number (questions needing an object shown in no key frame are "
+                             "dropped); needs oracle perception (default: keep every question)")
     frames = parser.add_argument_group("key frames (--input keyframes)")
     frames.add_argument("--keyframes", default=None, metavar="DIR",
                         help="key frames from `embodied-r keyframes --save-images` (the folder perception read)")
@@ -67,11 +76,39 @@ def split_invalid_answers(rows: list[Any]) -> tuple[list[Any], list[str]]:
     return kept, invalid
 
 
+def select_span(questions: list[Any], perceptions: dict[str, Any], wanted: str,
+                error: type[Exception]) -> tuple[list[Any], list[str], list[str]]:
+    """The questions whose span is ``wanted`` ("1", "2" or "any"), the ids of those needing an object shown
+    in no key frame, and the ids of those of another span. Questions without perception are kept (they are
+    reported as such later); perception without ground-truth labels is an ``error``."""
+    from embodied_r.methods.embodied_r.perception.prompt_rows import SPAN_UNKNOWN, perception_span
+
+    kept, uncovered, other, unknown = [], [], [], []
+    for qa in questions:
+        if qa.id not in perceptions:
+            kept.append(qa)
+            continue
+        span = perception_span(perceptions[qa.id])
+        if span == SPAN_UNKNOWN:
+            unknown.append(qa.id)
+        elif span is None:
+            uncovered.append(qa.id)
+        elif wanted == "any" or span == int(wanted):
+            kept.append(qa)
+        else:
+            other.append(qa.id)
+    if unknown:
+        raise error(f"--span needs oracle perception made by this version (it records the labels each key frame "
+                    f"shows, meta.seen and meta.needs); {len(unknown)} question(s) have perception without them "
+                    f"(e.g. {unknown[0]}); rerun `embodied-r perceive --backend oracle --force`, or leave --span out")
+    return kept, uncovered, other
+
+
 def run(args: argparse.Namespace) -> int:
     from embodied_r.cli.common import CLIError, console
     from embodied_r.core.io import DataFileError, iter_jsonl, write_jsonl
     from embodied_r.core.records import Perception
-    from embodied_r.methods.embodied_r.perception.prompt_rows import build_rows
+    from embodied_r.methods.embodied_r.perception.prompt_rows import build_rows, common_detail
     from embodied_r.methods.embodied_r.perception.runner import load_questions
 
     budget = keyframe_budget(args, CLIError)  # a budget that leaves no frame fails before anything is read
@@ -91,6 +128,15 @@ def run(args: argparse.Namespace) -> int:
         raise DataFileError(
             f"{args.perception}: holds no perception records; run `embodied-r perceive` first"
         )
+    span_note = None
+    if args.span:
+        common_detail(perceptions[qa.id] for qa in questions if qa.id in perceptions)  # before any is dropped
+        questions, uncovered, other = select_span(questions, perceptions, args.span, CLIError)
+        if not any(qa.id in perceptions for qa in questions):
+            raise CLIError(f"--span {args.span} kept no question: {len(uncovered)} need an object shown in no key "
+                           f"frame, {len(other)} have another span")
+        span_note = (f"--span {args.span}: dropped {len(uncovered)} question(s) needing an object shown in no key "
+                     f"frame and {len(other)} of another span")
     if budget is not None:
         from pathlib import Path
 
@@ -109,6 +155,8 @@ def run(args: argparse.Namespace) -> int:
     write_jsonl(args.out, [row.to_dict() for row in rows])
     out = console()
     out.print(f"wrote {len(rows)} prompt row(s) ({args.prompt_version}, {args.input}) to {args.out}", markup=False)
+    if span_note:
+        out.print(span_note, markup=False)
     if budget is not None:
         shown = [row.meta["keyframes"]["shown"] for row in rows]
         cut = sum(1 for row in rows if row.meta["keyframes"]["dropped_oldest"])

@@ -26,6 +26,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-side", type=int, default=768,
                         help="downscale frames so the longer side is at most this (default: %(default)s)")
     add_backend_arguments(parser)
+    add_detail_arguments(parser)
+
+
+def add_detail_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--detail`` and ``--detail-noise``: the oracle's detail levels (checked in ``_detail_options``, so a
+    bad value is a CLIError naming the allowed ones)."""
+    from embodied_r.sim.world.detail_levels import DETAIL_LEVELS  # plain names, no world code
+
+    levels = ", ".join(DETAIL_LEVELS)
+    detail = parser.add_argument_group("oracle detail levels (--backend oracle)")
+    detail.add_argument("--detail", default="words", metavar="LEVEL",
+                        help=f"what the oracle writes, one of {levels}: words (as a VLM writes), bearings "
+                             "(motion amounts, instance names, bearings, distances, sizes, walls), map (a "
+                             "cognitive map in the first key frame's frame), relations (the map plus the facts "
+                             "the question needs) (default: %(default)s)")
+    detail.add_argument("--detail-noise", type=float, default=0.0, metavar="SIGMA",
+                        help="noise sigma on the numbers the levels above words write (default: 0); at words, "
+                             "--oracle-noise covers distances")
+
+
+def _detail_options(args: argparse.Namespace, chosen: str) -> dict[str, Any]:
+    """The oracle's ``detail``/``detail_noise`` from ``--detail``/``--detail-noise`` (absent for a command
+    without them, such as ``answer``); every wrong combination is a CLIError, raised before any work."""
+    import math
+
+    from embodied_r.cli.common import CLIError
+    from embodied_r.sim.world.detail_levels import DETAIL_LEVELS
+
+    detail, noise = getattr(args, "detail", "words"), getattr(args, "detail_noise", 0.0)
+    if detail not in DETAIL_LEVELS:
+        raise CLIError(f"--detail {detail!r} is not a detail level; choose one of {', '.join(DETAIL_LEVELS)}")
+    if not math.isfinite(noise) or noise < 0:
+        raise CLIError(f"--detail-noise must be a finite number >= 0, not {noise}")
+    if args.backend != "oracle":
+        if detail != "words" or noise:
+            raise CLIError(f"--detail/--detail-noise: detail levels are the oracle's, not {chosen}'s; use "
+                           "--backend oracle, or leave --detail and --detail-noise out")
+        return {}
+    if noise and detail == "words":
+        raise CLIError(f"--detail-noise applies at --detail {', '.join(DETAIL_LEVELS[1:])}; at --detail words "
+                       "use --oracle-noise MISS,WRONG,SIGMA (SIGMA is the distance noise)")
+    if detail == "words" and not noise:
+        return {}  # the backend's defaults: its settings, and so its cache keys, stay as before detail levels
+    return {"detail": detail, "detail_noise": noise}
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser,
@@ -61,6 +105,7 @@ def _backend_options(args: argparse.Namespace, qa_dir: Any, chosen_by: str | Non
 
     chosen = chosen_by or f"--backend {args.backend}"
     model_hint = "--model (the VLM to ask)" if chosen_by is None else f"a model: {chosen_by}/MODEL"
+    detail = _detail_options(args, chosen)
     if args.backend == "oracle":
         noise = None
         if args.oracle_noise:
@@ -71,7 +116,7 @@ def _backend_options(args: argparse.Namespace, qa_dir: Any, chosen_by: str | Non
                 noise = OracleNoise(miss, wrong, sigma)
             except ValueError as exc:
                 raise CLIError(f"--oracle-noise must be three numbers MISS,WRONG,SIGMA ({exc})") from None
-        return {"dataset_dir": args.dataset_dir or qa_dir, "noise": noise, "seed": args.seed}
+        return {"dataset_dir": args.dataset_dir or qa_dir, "noise": noise, "seed": args.seed, **detail}
     if not args.model:
         raise CLIError(f"{chosen} needs {model_hint}")
     if args.backend == "openai":
@@ -103,10 +148,11 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError(f"--keyframes {keyframes_dir}: not a folder; run `embodied-r keyframes` first")
     if args.limit is not None and args.limit <= 0:
         raise CLIError("--limit must be a positive number")
+    options = _backend_options(args, qa_path.parent)  # every refusal of the options before any work
     questions = load_questions(qa_path)
     if args.limit:
         questions = questions[:args.limit]
-    backend = make_backend(args.backend, **_backend_options(args, qa_path.parent))
+    backend = make_backend(args.backend, **options)
     cache = PerceptionCache(args.cache_dir or f"{out}.cache", force=args.force)
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TimeRemainingColumn(), console=console()) as bar:
@@ -117,7 +163,9 @@ def run(args: argparse.Namespace) -> int:
 
         summary = perceive(questions, qa_path.parent, keyframes_dir, backend, cache, out,
                            prompt_version=args.prompt_version, max_side=args.max_side, progress=progress)
-    print_table(f"perception ({backend.name}, {backend.model}, {args.prompt_version}) -> {out}",
+    level = getattr(backend, "detail", "words")
+    shown_level = "" if level == "words" else f", detail {level}"
+    print_table(f"perception ({backend.name}, {backend.model}, {args.prompt_version}{shown_level}) -> {out}",
                 ["questions", "done", "already done", "requests cached", "requests sent", "failed", "leaked",
                  "runaway", "parse errors", "seconds"],
                 [[summary.questions, summary.done, summary.already_done, summary.cached, summary.requested,

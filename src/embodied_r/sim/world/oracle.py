@@ -20,10 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from embodied_r.core.geometry import Box, ccw_angle_deg
 from embodied_r.core.io import DataFileError, read_json
 from embodied_r.core.records import QARecord
 from embodied_r.sim.world.categories import CATEGORIES, color_for
-from embodied_r.sim.world.geometry import Box, ccw_angle_deg
+from embodied_r.sim.world.detail_levels import DETAIL_LEVELS
+from embodied_r.sim.world.oracle_detail import Pose, Sight, detailed_frames, half_horizontal_fov, walls_in_view
 from embodied_r.sim.world.scenes import meta_boxes
 from embodied_r.sim.world.video_questions import VISIBLE_FRACTION
 
@@ -167,14 +169,45 @@ def _q_related(sightings: list[Sighting], categories: list[str]) -> str:
 # ---------------------------------------------------------------------------------------------------
 
 
+def _detail_sights(frame: dict[str, Any], boxes: dict[str, Box], min_pixels: float, noise: OracleNoise,
+                   rng: np.random.Generator, vocabulary: list[str]) -> list[Sight]:
+    """The objects a key frame shows at the detail levels, after the miss and wrong-label noise, largest first."""
+    out = []
+    for label, pixels in sorted(frame["visible"].items(), key=lambda kv: -kv[1]):
+        if pixels < min_pixels or label not in boxes or rng.random() < noise.miss_prob:
+            continue
+        category = label.rsplit("_", 1)[0]
+        if rng.random() < noise.wrong_label_prob:
+            others = [c for c in vocabulary if c != category]
+            category = others[int(rng.integers(len(others)))]
+        out.append(Sight(label, category))
+    return out
+
+
+def question_needs(qa: QARecord, boxes: dict[str, Box], walls: int) -> list[str]:
+    """The ground-truth labels a question's answer depends on: every instance of each category it names
+    (counting needs them all; a distance is the least over instances), every wall for the room's size."""
+    if qa.task == "room_size_estimation":
+        return [f"wall_{i}" for i in range(walls)]
+    categories = set(_question_categories(qa, boxes)) if qa.task != "last_action" else set()
+    return sorted(label for label in boxes if label.rsplit("_", 1)[0] in categories)
+
+
 def oracle_frames(dataset_dir: str | Path, qa: QARecord, timestamps: list[float], noise: OracleNoise | None = None,
-                  seed: int = 0) -> list[dict[str, Any]]:
-    """Per key frame ``{timestamp, action, delta, q_related, raw}`` for ``qa``'s video.
+                  seed: int = 0, detail: str = "words", detail_noise: float = 0.0) -> list[dict[str, Any]]:
+    """Per key frame ``{timestamp, action, delta, q_related, raw, seen, needs}`` for ``qa``'s video.
 
     ``action`` is None for the first key frame; ``raw`` is what a VLM's whole reply would look like
-    (numbered "1./2./3." parts for later frames, as Embodied-R's parser expects). Deterministic for
-    (seed, qa.id, timestamps).
+    (numbered "1./2./3." parts for later frames, as Embodied-R's parser expects). ``detail`` is one of
+    ``DETAIL_LEVELS`` (``words``: as a VLM writes; the others: oracle_detail.py), ``detail_noise`` the σ
+    of the noise on their stated numbers. ``seen`` lists the ground-truth labels the key frame shows
+    (objects ``chair_0``, walls ``wall_2``) and ``needs`` those the question needs, so a later stage can
+    tell over how many key frames a question's objects spread. Deterministic for (seed, qa.id, timestamps).
     """
+    if detail not in DETAIL_LEVELS:
+        raise ValueError(f"unknown detail level {detail!r}; choose one of {', '.join(DETAIL_LEVELS)}")
+    if not (detail_noise >= 0 and math.isfinite(detail_noise)):
+        raise ValueError(f"detail_noise must be a finite number >= 0, got {detail_noise}")
     if not timestamps:
         raise ValueError(f"question {qa.id}: no key-frame timestamps given")
     noise = noise or OracleNoise()
@@ -186,12 +219,35 @@ def oracle_frames(dataset_dir: str | Path, qa: QARecord, timestamps: list[float]
     frames, fps = poses["frames"], float(poses["fps"])
     min_pixels = DESCRIBE_FRACTION * poses["width"] * poses["height"]
     vocabulary = sorted(set(CATEGORIES) | {label.rsplit("_", 1)[0] for label in boxes})
+    indices = [min(len(frames) - 1, max(0, int(round(float(t) * fps)))) for t in timestamps]
+    polygon = [tuple(p) for p in poses["meta"].get("room_polygon") or []]
+    half_fov = half_horizontal_fov(poses)
+    seen = [sorted([label for label, px in frames[i]["visible"].items() if px >= min_pixels and label in boxes]
+                   + [f"wall_{w}" for w in walls_in_view(Pose.of(frames[i]), polygon, half_fov)]) for i in indices]
+    needs = question_needs(qa, boxes, len(polygon))
+    if detail == "words":
+        described = _words_frames(qa, timestamps, indices, frames, boxes, min_pixels, noise, seed, vocabulary)
+    else:
+        if not polygon:
+            raise DataFileError(f"{poses_path}: the scene has no room_polygon; detail level {detail!r} states walls "
+                                f"and needs it (render the world again with this version)")
+        sights = [_detail_sights(frames[i], boxes, min_pixels, noise,
+                                 np.random.default_rng([seed, zlib.crc32(qa.id.encode("utf-8")), k]), vocabulary)
+                  for k, i in enumerate(indices)]
+        described = detailed_frames(detail, poses, boxes, qa, indices, sights, seed, detail_noise)
+    return [{"timestamp": float(t), **frame, "seen": seen[k], "needs": needs}
+            for k, (t, frame) in enumerate(zip(timestamps, described))]
+
+
+def _words_frames(qa: QARecord, timestamps: list[float], indices: list[int], frames: list[dict[str, Any]],
+                  boxes: dict[str, Box], min_pixels: float, noise: OracleNoise, seed: int,
+                  vocabulary: list[str]) -> list[dict[str, Any]]:
     categories = _question_categories(qa, boxes)
     out: list[dict[str, Any]] = []
     previous: dict[str, Any] | None = None
     previous_labels: set[str] = set()
-    for k, t in enumerate(timestamps):
-        frame = frames[min(len(frames) - 1, max(0, int(round(float(t) * fps))))]
+    for k, index in enumerate(indices):
+        frame = frames[index]
         rng = np.random.default_rng([seed, zlib.crc32(qa.id.encode("utf-8")), k])
         sightings = _sightings(frame, boxes, min_pixels, noise, rng, vocabulary)
         q_related = _q_related(sightings, categories)
@@ -199,13 +255,12 @@ def oracle_frames(dataset_dir: str | Path, qa: QARecord, timestamps: list[float]
             seen = "; ".join(s.phrase for s in sightings)
             delta = (f"I am standing in a room with a textured floor. I see {seen}." if seen
                      else "I am standing in a room facing a wall; no furniture is in view.")
-            out.append({"timestamp": float(t), "action": None, "delta": delta, "q_related": q_related,
-                        "raw": f"{delta} {q_related}"})
+            out.append({"action": None, "delta": delta, "q_related": q_related, "raw": f"{delta} {q_related}"})
         else:
             action = action_between(previous, frame)
             new = [s.phrase for s in sightings if s.label not in previous_labels]
             delta = (f"Newly visible: {'; '.join(new)}." if new else "No new objects came into view.")
-            out.append({"timestamp": float(t), "action": action, "delta": delta, "q_related": q_related,
+            out.append({"action": action, "delta": delta, "q_related": q_related,
                         "raw": f"1. {action}\n2. {delta}\n3. {q_related}"})
         previous, previous_labels = frame, {s.label for s in sightings}
     return out

@@ -7,6 +7,12 @@ is cached the moment it arrives; a question's record is appended to the output a
 frames are known. A run killed at any moment therefore resumes with every finished request kept (in
 the cache), every finished question kept (in the output, read back by ``qa_id``), and nothing done
 twice. A question with a failed request is not written, so a rerun retries only what failed.
+
+Each record's ``meta["detail"]`` is the backend's detail level (the oracle's ``words``, ``bearings``, ``map``
+or ``relations``; None for a VLM). When a backend's frames carry ground-truth labels (the oracle's
+``seen``: the labels shown in that key frame, and ``needs``: the labels the question needs), they are kept
+in ``meta["seen"]`` (one list per frame) and ``meta["needs"]``; the frames themselves keep their five keys,
+so the prompt text does not change. ``prompt_rows`` computes a question's span from them.
 """
 
 from __future__ import annotations
@@ -146,8 +152,13 @@ class _Run:
 
     def write(self, job: _Job) -> None:
         frames, parse_errors, leaks = [], [], []
+        seen, needs = [], None  # ground-truth labels, from a backend whose frames carry them (the oracle)
         for index, timestamp in enumerate(job.timestamps):
             entry = job.entries[index]
+            truth = entry.get("frame") or {}
+            if isinstance(truth.get("seen"), list) and isinstance(truth.get("needs"), list):
+                seen.append([str(label) for label in truth["seen"]])
+                needs = [str(label) for label in truth["needs"]] if needs is None else needs
             if entry.get("frame"):
                 frame = {k: entry["frame"].get(k) for k in ("action", "delta", "q_related", "raw")}
                 frame["timestamp"] = float(timestamp)
@@ -164,12 +175,18 @@ class _Run:
         if runaway:
             logger.warning("%s: frame %d's description ran away (%s); the reasoner's context policy will drop or "
                            "cut it", job.qa.id, runaway[0]["frame"], runaway[0]["reason"])
+        meta = {"parse_errors": parse_errors, "leaks": leaks, "leaked": bool(leaks), "runaway": runaway,
+                "entities": job.entities, "settings": self.backend.settings(), "cache_keys": job.keys,
+                # A backend that writes at a stated detail level (the oracle) names it in a `detail` attribute;
+                # a VLM writes what it writes, so its level is None (unknown).
+                "detail": getattr(self.backend, "detail", None)}
+        if needs is not None and len(seen) == len(frames):
+            # Only when every frame carries them: cache entries written before the oracle reported labels
+            # do not, and a partial list would give a wrong span (prompt_rows.question_span).
+            meta["seen"], meta["needs"] = seen, needs
         record = Perception(
             qa_id=job.qa.id, video=job.qa.video, backend=self.backend.name, model=self.backend.model,
-            prompt_version=self.prompt_version, frames=frames,
-            meta={"parse_errors": parse_errors, "leaks": leaks, "leaked": bool(leaks), "runaway": runaway,
-                  "entities": job.entities,
-                  "settings": self.backend.settings(), "cache_keys": job.keys},
+            prompt_version=self.prompt_version, frames=frames, meta=meta,
         )
         self.appender.append(record.to_dict())
         self.summary.done += 1
