@@ -161,3 +161,125 @@ def test_score_of_eval_predictions_reproduces_eval_metrics(tmp_path: Path, tiny_
     evaluated, scored = (json.loads((tmp_path / name / "metrics.json").read_text()) for name in ("eval", "score"))
     for key in ("tasks", "overall", "reference", "position_bias"):
         assert scored[key] == evaluated[key], key
+
+
+# ---------------------------------------------------------------------------------------------------
+# The solver baseline (a fake method's solver: tests/fake_solver.py)
+# ---------------------------------------------------------------------------------------------------
+
+SOLVER_OPTIONS = ["A. left", "B. right", "C. front", "D. back"]
+
+
+def write_solver_rows(path: Path) -> Path:
+    from fake_solver import row
+
+    rows = [row("c1", "direction", "SOLVE B copy", "B", SOLVER_OPTIONS, detail="words"),
+            row("c2", "direction", "SOLVE A", "C", SOLVER_OPTIONS, detail="words"),
+            row("c3", "direction", "NONE the sofa is in no frame", "D", SOLVER_OPTIONS, detail="words"),
+            row("n1", "counting", "SOLVE 8 copy", 10.0, detail="map"),
+            row("n2", "counting", "NONE no count stated", 3.0, detail="map"),
+            row("r1", "counting", "SOLVE 3", 3.0, version="robot_r1_mw_v1")]
+    path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
+    return path
+
+
+def check_solver_metrics(out: Path) -> None:
+    solver = json.loads((out / "metrics.json").read_text())["baselines"]["solver"]
+    direction, counting = solver["tasks"]["direction"], solver["tasks"]["counting"]
+    assert solver["status"] == "ok"
+    assert (direction["n_applicable"], direction["ceiling"], direction["copy"]) == (2, 0.5, "mixed")
+    assert direction["applicable"] == pytest.approx(2 / 3) and direction["detail"] == {"words": 3}
+    assert direction["score"] == pytest.approx((1 + 0 + 0.25) / 3)
+    # 8 for 10 scores 0.6 by MRA; the Robot-R1 row's method has no solver: not applicable, never guessed.
+    assert (counting["n_applicable"], counting["copy"]) == (1, True) and counting["ceiling"] == pytest.approx(0.6)
+    assert counting["not_applicable"] == {"no count stated": 1, "method robot_r1 has no solver": 1}
+    assert counting["detail"] == {"map": 2, "missing": 1}
+    assert solver["overall"]["n_applicable"] == 3 and solver["overall"]["ceiling"] == pytest.approx(1.6 / 3)
+    assert len((out / "baselines" / "solver.jsonl").read_text().splitlines()) == 6
+
+
+def test_score_runs_the_solver_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from fake_solver import fake_method
+
+    monkeypatch.setenv("COLUMNS", "250")  # one table row per line
+
+    data = write_solver_rows(tmp_path / "rows.jsonl")
+    completions = write_completions(tmp_path / "c.jsonl", {qid: "<answer>A</answer>" for qid in
+                                                           ("c1", "c2", "c3", "n1", "n2", "r1")})
+    with fake_method():
+        assert main(["score", "--data", str(data), "--completions", str(completions), "--out", str(tmp_path / "out"),
+                     "--baselines", "random,solver"]) == 0
+    check_solver_metrics(tmp_path / "out")
+    printed = capsys.readouterr().out
+    assert "solver baseline per task" in printed and "the sofa is in no frame (1)" in printed
+    report = (tmp_path / "out" / "report.html").read_text()
+    assert "solver ceiling" in report and "<td>66.7</td><td>50.0</td><td>mixed</td>" in report
+    # An unknown name is still refused, by score and by eval.
+    assert main(["score", "--data", str(data), "--completions", str(completions), "--out", str(tmp_path / "o2"),
+                 "--baselines", "solver,oracle"]) == 2
+    assert "['oracle'] not available without a model" in capsys.readouterr().err
+    assert main(["eval", "--data", str(data), "--out", str(tmp_path / "o3"), "--baselines", "solver,oracle"]) == 2
+    assert "--baselines: unknown ['oracle']" in capsys.readouterr().err
+
+
+def test_eval_runs_the_solver_baseline(tmp_path: Path, tiny_lm_dir: Path, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from fake_solver import fake_method
+
+    monkeypatch.setenv("COLUMNS", "250")
+
+    data = write_solver_rows(tmp_path / "rows.jsonl")
+    with fake_method():
+        assert main(["eval", "--data", str(data), "--model", str(tiny_lm_dir), "--out", str(tmp_path / "eval"),
+                     "--max-new-tokens", "2", "--dtype", "float32", "--no-report", "--baselines", "solver"]) == 0
+    check_solver_metrics(tmp_path / "eval")
+    printed = capsys.readouterr().out
+    assert "solver baseline per task" in printed and "applicable to 3 of 6; ceiling 53.3% of those" in printed
+
+
+def test_score_without_completions_measures_the_baselines_only(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from fake_solver import fake_method
+
+    monkeypatch.setenv("COLUMNS", "250")
+    data = write_solver_rows(tmp_path / "rows.jsonl")
+    out = tmp_path / "out"
+    with fake_method():
+        assert main(["score", "--data", str(data), "--out", str(out), "--baselines", "random,solver"]) == 0
+    check_solver_metrics(out)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["model"] is None and metrics["completions"] is None and metrics["source"] == "score"
+    assert metrics["baselines"]["random"]["status"] == "ok"
+    assert metrics["baselines"]["random"]["tasks"]["direction"]["score"] == pytest.approx(0.25)
+    assert metrics["n_questions"] == 6 and metrics["questions_per_task"] == {"counting": 3, "direction": 3}
+    assert not {"tasks", "overall", "reference", "position_bias"} & set(metrics)  # no model scores
+    assert not (out / "predictions.jsonl").exists()
+    printed = capsys.readouterr().out
+    assert "no completions: no model scored; the baselines of 6 question(s)" in printed
+    assert "solver baseline per task" in printed and "score % [95 % interval]" not in printed
+    # The report builds, of the baselines only: no model column, no model table, no samples.
+    report = (out / "report.html").read_text()
+    assert "No model scored" in report and "<th>random</th><th>solver</th>" in report
+    assert "<td>66.7</td><td>50.0</td><td>mixed</td>" in report
+    assert "<th>model</th>" not in report and "Per-task scores</h2>" not in report and "Sample reasoning" not in report
+    assert (out / "baselines.png").read_bytes()[:4] == b"\x89PNG"
+    # The same again rewrites the folder; completions scored into it need another folder.
+    with fake_method():
+        assert main(["score", "--data", str(data), "--out", str(out), "--baselines", "random,solver",
+                     "--no-report"]) == 0
+    completions = write_completions(tmp_path / "c.jsonl", {qid: "<answer>A</answer>" for qid in
+                                                           ("c1", "c2", "c3", "n1", "n2", "r1")})
+    assert main(["score", "--data", str(data), "--completions", str(completions), "--out", str(out)]) == 2
+    assert "use another --out" in capsys.readouterr().err
+
+
+def test_score_without_completions_refuses_nothing_to_score_and_completion_options(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = write_solver_rows(tmp_path / "rows.jsonl")
+    assert main(["score", "--data", str(data), "--out", str(tmp_path / "a"), "--baselines", "none"]) == 2
+    assert "nothing to score: no --completions and --baselines none" in capsys.readouterr().err
+    for flag, value in (("--missing", "unanswered"), ("--name", "m")):
+        assert main(["score", "--data", str(data), "--out", str(tmp_path / "b"), flag, value]) == 2
+        assert f"{flag} apply to completions, and no --completions was given" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

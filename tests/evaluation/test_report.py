@@ -155,3 +155,21 @@ def test_report_compares_a_run_with_its_blind_self_and_says_how_many_steps_ran(t
     # 8 improved, 0 worse of 10 by the sign test: p = 0.0078, better.
     assert "after − after blind" in page and "0.008" in page and "8 / 0" in page
     assert "GRPO steps run: 3 of 36</b> (its time budget of 4.5 min ended it)" in page
+
+
+def test_report_of_an_eval_run_beside_a_baselines_only_run(tmp_path: Path) -> None:
+    # `embodied-r score` without completions: baselines, "model": null, no model table.
+    run = make_eval_run(tmp_path / "model", [True, False, True, True])
+    only = tmp_path / "baselines_only"
+    only.mkdir()
+    baselines = json.loads((run / "metrics.json").read_text())["baselines"]
+    (only / "metrics.json").write_text(json.dumps({
+        "model": None, "completions": None, "source": "score", "data": "rows.jsonl", "n_questions": 4,
+        "questions_per_task": {"dir": 2, "dist": 2}, "baselines": baselines,
+        "loader": {"n_skipped": 1, "skipped_by_reason": {"empty prompt": 1}}}))
+    summary = build_report([run, only], tmp_path / "report")
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert [r["name"] for r in summary["runs"]] == ["model"]  # the model's tables hold the scored run only
+    assert summary["baseline_runs"][0]["baselines"]["random"] == {"micro": 0.5, "macro": 0.5}
+    assert "No model scored: baselines_only" in page and "empty prompt" in page
+    assert "baselines.png" in summary["images"] and "tasks.png" in summary["images"]

@@ -62,7 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="comma list of random, prior (the task's most frequent letter), answer-prior (the "
                        "option whose text is most often the task's answer), direct, vlm_only, blind (the model "
                        "without the frame descriptions, same budget and prefix), text-rule (a deterministic rule "
-                       "per task over the frame descriptions, no model), or 'none' (default: %(default)s)")
+                       "per task over the frame descriptions, no model), solver (each row's method's exact solver over "
+                       "the prompt text: the share the text determines and the share of those it gets right, no "
+                       "model), or 'none' (default: %(default)s)")
     extra.add_argument("--prior-from", default=None, metavar="FILE",
                        help="fit the letter- and answer-prior baselines on these prompt rows (e.g. the training split, "
                        "prompts.jsonl of `synth robot`) instead of leave-one-out on the evaluated questions")
@@ -222,7 +224,35 @@ def baseline_note(table: dict[str, Any]) -> str:
         ceiling = "n/a" if o.get("ceiling") is None else f"{o['ceiling']:.1%}"
         return (f"applies to {o['n_applies']} of {o['n']}; answerable ceiling {ceiling} of the {o['n_with_rule']} "
                 "question(s) of tasks with a rule")
+    if table.get("name") == "solver" and table.get("status") == "ok":
+        o = table["overall"]
+        ceiling = "n/a" if o.get("ceiling") is None else f"{o['ceiling']:.1%}"
+        return (f"applicable to {o['n_applicable']} of {o['n']}; ceiling {ceiling} of those ({o['n_copy']} stated "
+                "outright in the text)")
     return str(table.get("reason") or "")
+
+
+def _copy_word(flag: Any) -> str:
+    return {True: "yes", False: "no", "mixed": "mixed"}.get(flag, "–")
+
+
+def print_solver_table(metrics: dict[str, Any]) -> None:
+    """The solver baseline per task, when it ran (``eval`` and ``score``)."""
+    from embodied_r.cli.common import print_table
+
+    solver = (metrics.get("baselines") or {}).get("solver") or {}
+    if solver.get("status") != "ok":
+        return
+    rows = []
+    for task, t in solver["tasks"].items():
+        reasons = t.get("not_applicable") or {}
+        top = next(iter(reasons), None)
+        rows.append([task, t["n"], t["applicable"], t["n_applicable"], "–" if t["ceiling"] is None else t["ceiling"],
+                     _copy_word(t["copy"]), ", ".join(f"{k} {v}" for k, v in t["detail"].items()),
+                     f"{top} ({reasons[top]})" if top else ""])
+    print_table("solver baseline per task: applicable share, ceiling (share right of applicable), copy",
+                ["task", "n", "applicable", "n applicable", "ceiling", "copy", "detail", "most frequent reason n/a"],
+                rows)
 
 
 def print_metrics(metrics: dict[str, Any]) -> None:
@@ -274,6 +304,7 @@ def print_metrics(metrics: dict[str, Any]) -> None:
                     ["task", "rule", "n", "applies", "score", "ceiling"],
                     [[task, t["rule"], t["n"], t["n_applies"], t["score"], "none" if t["ceiling"] is None
                       else t["ceiling"]] for task, t in rule["tasks"].items()])
+    print_solver_table(metrics)
     from embodied_r.evaluation.reference_names import reference_note, reference_rows
 
     reference = reference_rows(metrics)

@@ -26,7 +26,7 @@ from embodied_r.evaluation.metrics import task_table
 
 logger = logging.getLogger(__name__)
 
-BASELINES = ("random", "prior", "answer-prior", "direct", "vlm_only", "blind", "text-rule")
+BASELINES = ("random", "prior", "answer-prior", "direct", "vlm_only", "blind", "text-rule", "solver")
 
 
 def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, engine_factory: Callable[[], Any],
@@ -38,7 +38,7 @@ def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, en
     ``context`` policy; the letter and answer priors are fit on ``prior_rows`` (e.g. the training split,
     read from ``prior_source``, which their tables name) when given, else leave-one-out. ``blind`` is
     generated exactly as the model's own answers were, with its ``max_new_tokens`` and ``completion_prefix``
-    (required for it); ``text-rule`` needs no model."""
+    (required for it); ``text-rule`` and ``solver`` need no model."""
     from embodied_r.evaluation.predict import generate_resumable, prediction_context
     from embodied_r.inference.context_policy import ContextPolicy
 
@@ -69,6 +69,8 @@ def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, en
                                           context)
         elif name == "text-rule":
             tables[name] = text_rule_baseline(rows, out)
+        elif name == "solver":
+            tables[name] = solver_baseline(rows, out)
     return tables
 
 
@@ -114,6 +116,18 @@ def text_rule_baseline(rows: Sequence[PromptRow], out: Path) -> dict[str, Any]:
     (out / "baselines").mkdir(parents=True, exist_ok=True)
     write_jsonl(out / "baselines" / "text-rule.jsonl", predictions)  # deterministic: rewritten every run
     return text_rule_table(rows, predictions)
+
+
+def solver_baseline(rows: Sequence[PromptRow], out: Path) -> dict[str, Any]:
+    """``solver_baseline.solver_table``, with each row's result written to ``out/baselines/solver.jsonl``. A
+    solver that raises is a bug: unlike a judge that is down, its exception is not recorded but raised."""
+    from embodied_r.core.io import write_jsonl
+    from embodied_r.evaluation.solver_baseline import solver_predictions, solver_table
+
+    predictions = solver_predictions(rows)
+    (out / "baselines").mkdir(parents=True, exist_ok=True)
+    write_jsonl(out / "baselines" / "solver.jsonl", predictions)  # deterministic: rewritten every run
+    return solver_table(rows, predictions)
 
 
 def vlm_only_baseline(rows: Sequence[PromptRow], perception: Any, out: Path) -> dict[str, Any]:

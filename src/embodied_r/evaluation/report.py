@@ -6,7 +6,9 @@ callback) and/or ``checkpoint-*/trainer_state.json`` (TRL's ``log_history``), pl
 Plots: per-task scores of the model and its baselines, all eval runs side by side (before/after when
 two are given), the letter distributions (position bias), and training curves. Given an eval run of
 each arm (text rows: the cascade; image rows: a VLM on the key frames), the two are compared per task
-type on their shared questions (``evaluation.arms``). The HTML references
+type on their shared questions (``evaluation.arms``). A *baselines-only run* (``embodied-r score``
+without completions: ``metrics.json`` with ``"model": null`` and no ``tasks``) gets its baselines tables
+and their plot, and no model parts. The HTML references
 the PNGs by relative path and embeds no scripts, so the folder opens offline anywhere.
 """
 
@@ -47,17 +49,27 @@ def training_history(folder: Path) -> list[dict[str, Any]]:
     return [dict(h, step=h.get("step")) for h in history if isinstance(h, dict)]
 
 
-def load_runs(folders: Sequence[str | Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(eval runs, training runs); a folder that is neither raises naming it."""
-    evals, trainings = [], []
+def is_baselines_only(metrics: dict[str, Any]) -> bool:
+    """A ``metrics.json`` of ``embodied-r score`` without completions: baselines, no model scores."""
+    return ("tasks" not in metrics and "model" in metrics and metrics["model"] is None
+            and isinstance(metrics.get("baselines"), dict))
+
+
+def load_runs(folders: Sequence[str | Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                                      list[dict[str, Any]]]:
+    """(eval runs, training runs, baselines-only runs); a folder that is none of them raises naming it."""
+    evals, trainings, baseline_runs = [], [], []
     for folder in map(Path, folders):
         if not folder.is_dir():
             raise DataFileError(f"{folder}: not a folder (give eval output folders or training run folders)")
-        if (folder / "metrics.json").is_file() and "tasks" in read_json(folder / "metrics.json"):
-            metrics = read_json(folder / "metrics.json")
+        metrics = read_json(folder / "metrics.json") if (folder / "metrics.json").is_file() else {}
+        if "tasks" in metrics:
             predictions = read_jsonl(folder / "predictions.jsonl") if (folder / "predictions.jsonl").is_file() else []
             evals.append({"name": _unique(folder.name, evals), "folder": str(folder), "metrics": metrics,
                           "predictions": predictions})
+        elif is_baselines_only(metrics):
+            baseline_runs.append({"name": _unique(folder.name, baseline_runs), "folder": str(folder),
+                                  "metrics": metrics})
         elif is_training_run(folder):
             evaluations = read_jsonl(folder / "eval.jsonl") if (folder / "eval.jsonl").is_file() else []
             trainings.append({"name": _unique(folder.name, trainings), "folder": str(folder),
@@ -65,7 +77,7 @@ def load_runs(folders: Sequence[str | Path]) -> tuple[list[dict[str, Any]], list
         else:
             raise DataFileError(f"{folder}: neither an eval run (metrics.json) nor a training run (metrics.jsonl or "
                                 "checkpoint-*/trainer_state.json)")
-    return evals, trainings
+    return evals, trainings, baseline_runs
 
 
 def _unique(name: str, existing: list[dict[str, Any]]) -> str:
@@ -194,9 +206,17 @@ def build_report(folders: Sequence[str | Path], out: str | Path) -> dict[str, An
     ``metrics.json`` into ``out``; returns the combined summary."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    evals, trainings = load_runs(folders)
+    evals, trainings, baseline_runs = load_runs(folders)
     tasks = sorted({t for run in evals for t in run["metrics"]["tasks"]})
     images: list[tuple[str, str]] = []
+    for index, run in enumerate(baseline_runs):  # no model: the baselines per task only
+        questions = list(run["metrics"].get("questions_per_task") or {})
+        series = {name: [table["tasks"].get(t, {}).get("score") for t in questions]
+                  for name, table in run["metrics"]["baselines"].items() if table.get("status") == "ok"}
+        if questions and series:
+            file = "baselines.png" if len(baseline_runs) == 1 else f"baselines-{index + 1}.png"
+            images.append((f"Per-task scores of the baselines ({run['name']}, no model)",
+                           grouped_bars(out / file, "baselines (no model)", questions, series, "score").name))
     if evals:
         main = evals[-1]
         series = {main["name"]: [main["metrics"]["tasks"].get(t, {}).get("score") for t in tasks]}
@@ -230,13 +250,18 @@ def build_report(folders: Sequence[str | Path], out: str | Path) -> dict[str, An
                "training": [{"name": r["name"], "folder": r["folder"], "steps": len(r["history"]),
                              "last": r["history"][-1] if r["history"] else None, "eval": r["eval"]} for r in trainings],
                "images": [name for _, name in images]}
+    if baseline_runs:
+        summary["baseline_runs"] = [{"name": r["name"], "folder": r["folder"], "n_questions": r["metrics"].get(
+            "n_questions"), "baselines": {k: v.get("overall") for k, v in r["metrics"]["baselines"].items()}}
+            for r in baseline_runs]
     arms = arms_summary(evals)  # the cascade and the VLM arm side by side, when both were evaluated
     if arms is not None:
         summary["arms"] = arms
-    own_folder = len(evals) == 1 and not trainings and Path(evals[0]["folder"]).resolve() == out.resolve()
+    runs = evals + baseline_runs
+    own_folder = len(runs) == 1 and not trainings and Path(runs[0]["folder"]).resolve() == out.resolve()
     if not own_folder:
         atomic_write_json(out / "metrics.json", summary)
-    atomic_write_text(out / "report.html", render_html(evals, trainings, tasks, images))
+    atomic_write_text(out / "report.html", render_html(evals, trainings, tasks, images, baseline_runs))
     return summary
 
 
@@ -321,25 +346,51 @@ def _baseline_note(table: dict[str, Any]) -> str | None:
         o = table["overall"]
         return (f"applies to {o['n_applies']} of {o['n']}; answerable ceiling {_fmt(o.get('ceiling'))} % of the "
                 f"{o['n_with_rule']} question(s) of tasks with a rule")
+    if table.get("name") == "solver" and table.get("status") == "ok":
+        o = table["overall"]
+        return (f"applicable to {o['n_applicable']} of {o['n']}; ceiling {_fmt(o.get('ceiling'))} % of those "
+                f"({o['n_copy']} stated outright in the text)")
     return table.get("reason") or "; ".join(filter(None, (table.get("note"), table.get("fit_on")))) or None
 
 
+def _solver_cells(solver: dict[str, Any], task: str) -> list[Any]:
+    t = solver.get(task, {})
+    copy = {True: "yes", False: "no", "mixed": "mixed"}.get(t.get("copy"))
+    return [t.get("applicable"), t.get("ceiling"), copy]
+
+
 def _baselines_per_task(metrics: dict[str, Any]) -> str:
-    """Per task: the model beside every baseline that ran, and the text rule's reach (applies, ceiling)."""
+    """Per task: the model (when one was scored) beside every baseline that ran, the text rule's reach
+    (applies, ceiling) and the solver's (applicable share, ceiling over the applicable questions, copies)."""
     ran = {name: b for name, b in metrics.get("baselines", {}).items() if b.get("status") == "ok"}
     if not ran:
         return ""
     rule = ran.get("text-rule", {}).get("tasks", {})
-    rows = [[task, str(t.get("n")), t.get("score"), *[b.get("tasks", {}).get(task, {}).get("score") for b in
-                                                        ran.values()]]
+    solver = ran.get("solver", {}).get("tasks", {})
+    with_model = "tasks" in metrics
+    # Without a model, the tasks and their question counts are the scored questions' (questions_per_task).
+    tasks = metrics["tasks"] if with_model else {task: {"n": n} for task, n in
+                                                  (metrics.get("questions_per_task") or {}).items()}
+    rows = [[task, str(t.get("n")), *([t.get("score")] if with_model else []),
+             *[b.get("tasks", {}).get(task, {}).get("score") for b in ran.values()]]
             + ([rule.get(task, {}).get("rule"), str(rule.get(task, {}).get("n_applies", "–")),
                 rule.get(task, {}).get("ceiling")] if rule else [])
-            for task, t in metrics["tasks"].items()]
-    headers = ["task", "n", "model", *ran] + (["text rule", "rule applies", "answerable ceiling"] if rule else [])
+            + (_solver_cells(solver, task) if solver else [])
+            for task, t in tasks.items()]
+    headers = (["task", "n", *(["model"] if with_model else []), *ran]
+               + (["text rule", "rule applies", "answerable ceiling"] if rule else [])
+               + (["solver applicable", "solver ceiling", "solver copy"] if solver else []))
     note = ("<p class='note'>Answerable ceiling: the share of the task's questions where the text rule applies and "
             "gives exactly the gold answer (– for a task without a rule); where the rule does not apply it scores "
             "1/#options for a choice and 0 for a number. Blind: the model without the frame descriptions.</p>")
-    return "<h3>Baselines per task</h3>" + (note if rule or "blind" in ran else "") + _table(headers, rows)
+    solver_note = ("<p class='note'>Solver: each question's method's exact solver over the prompt text. Solver "
+                   "applicable: the share of the task's questions whose text determines the answer; solver ceiling: "
+                   "its mean score over those questions only (accuracy, MRA for numbers; – when none is "
+                   "applicable); solver copy: whether the text states the answer outright (yes, no, mixed). Where "
+                   "it is not applicable it never guesses, and its score column counts 1/#options for a choice "
+                   "and 0 for a number.</p>")
+    return ("<h3>Baselines per task</h3>" + (note if rule or "blind" in ran else "") + (solver_note if solver else "")
+            + _table(headers, rows))
 
 
 def _steps_ran(folder: Path) -> str:
@@ -376,8 +427,26 @@ def _samples(predictions: list[dict[str, Any]]) -> str:
     return "".join(blocks) or "<p>no predictions</p>"
 
 
+def _baselines_section(metrics: dict[str, Any], title: str) -> str:
+    """The overall table of every baseline and, per task, those that ran ("" when none was asked for)."""
+    rows = [[name, b.get("status"), b.get("overall", {}).get("micro"), b.get("overall", {}).get("macro"),
+             _baseline_note(b)] for name, b in metrics.get("baselines", {}).items()]
+    if not rows:
+        return ""
+    return (f"<h2>{html.escape(title)}</h2>" + _table(["baseline", "status", "micro", "macro", "note"], rows)
+            + _baselines_per_task(metrics))
+
+
+def _excluded_section(metrics: dict[str, Any]) -> str:
+    loader = metrics.get("loader", {})
+    if not loader.get("n_skipped"):
+        return ""
+    return "<h2>Excluded questions</h2>" + _table(
+        ["reason", "count"], [[k, str(v)] for k, v in loader.get("skipped_by_reason", {}).items()])
+
+
 def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], tasks: list[str],
-                images: list[tuple[str, str]]) -> str:
+                images: list[tuple[str, str]], baseline_runs: Sequence[dict[str, Any]] = ()) -> str:
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>embodied-r report</title><style>",
              "body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}",
              "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child{text-align:left}",
@@ -414,13 +483,7 @@ def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], ta
         parts.append(arms_html(arms_summary(evals)))
         parts.append(_reference_section(evals))
         main = evals[-1]["metrics"]
-        baseline_rows = [[name, b.get("status"), b.get("overall", {}).get("micro"), b.get("overall", {}).get("macro"),
-                          _baseline_note(b)]
-                         for name, b in main.get("baselines", {}).items()]
-        if baseline_rows:
-            parts.append(f"<h2>Baselines ({html.escape(evals[-1]['name'])})</h2>"
-                         + _table(["baseline", "status", "micro", "macro", "note"], baseline_rows)
-                         + _baselines_per_task(main))
+        parts.append(_baselines_section(main, f"Baselines ({evals[-1]['name']})"))
         consistency = main.get("consistency") or {}
         if consistency.get("status") == "ok":
             parts.append(_consistency_section(consistency))
@@ -433,10 +496,13 @@ def render_html(evals: list[dict[str, Any]], trainings: list[dict[str, Any]], ta
                 ["question", "action", "prompt tokens", "limit", "kept tokens", "frames dropped"],
                 [[html.escape(str(r["id"])), r["action"], str(r["prompt_tokens"]), str(r["limit"]),
                   str(r["kept_tokens"]), str(r.get("frames_dropped", ""))] for r in context.get("rows", [])[:50]]))
-        loader = main.get("loader", {})
-        if loader.get("n_skipped"):
-            parts.append("<h2>Excluded questions</h2>" + _table(
-                ["reason", "count"], [[k, str(v)] for k, v in loader.get("skipped_by_reason", {}).items()]))
+        parts.append(_excluded_section(main))
+    for run in baseline_runs:
+        metrics = run["metrics"]
+        parts.append(f"<h2>No model scored: {html.escape(run['name'])}</h2><p class='note'>The baselines alone, on "
+                     f"{html.escape(str(metrics.get('n_questions')))} question(s) of "
+                     f"{html.escape(str(metrics.get('data')))} (embodied-r score without completions).</p>"
+                     + _baselines_section(metrics, f"Baselines ({run['name']})") + _excluded_section(metrics))
     for title, name in images:
         parts.append(f"<h2>{html.escape(title)}</h2><img src='{html.escape(name)}' alt='{html.escape(title)}'>")
     for run in trainings:

@@ -47,9 +47,9 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, settings: E
     """Evaluate ``model_name`` on ``data``; write predictions.jsonl, metrics.json (and report.html) into ``out_dir``.
 
     ``settings`` (default: ``EvalSettings()``) says how; see ``evaluation.settings``. Baselines may be
-    ``random``, ``prior``, ``answer-prior``, ``direct``, ``vlm_only``, ``blind`` and ``text-rule``; of them only
-    ``blind`` gets the completion prefix (with the same ``max_new_tokens``: it is the model's own pass without the
-    frame descriptions). A judge turns on the logical-consistency rate, with the judge's probe. What the
+    ``random``, ``prior``, ``answer-prior``, ``direct``, ``vlm_only``, ``blind``, ``text-rule`` and ``solver``; of
+    them only ``blind`` gets the completion prefix (with the same ``max_new_tokens``: it is the model's own pass
+    without the frame descriptions). A judge turns on the logical-consistency rate, with the judge's probe. What the
     context policy did is recorded per prediction and counted in ``metrics.json``'s ``context``; the
     settings a recipe gave are recorded under ``generation``. Image rows are answered by a
     vision-language model (``evaluation.vl_generation``), and the input used is recorded as ``input``.

@@ -15,6 +15,11 @@ Ids are compared as text (a number id as its decimal digits). No completion is d
   ``metrics.json`` → ``completions``;
 - a line that is not an object with a text ``id`` and a string ``completion``, or an id given twice, is
   an error naming its line.
+
+Without a completions file no model is scored: ``metrics.json`` holds the model-free baselines of all the
+questions (e.g. the solver's ceiling of a prompt file) with ``"model": null`` and ``"completions": null``,
+and no model table (``tasks``, ``overall``, ``reference``, ``position_bias``); no predictions.jsonl is
+written.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ from embodied_r.core.records import PromptRow, QARecord
 from embodied_r.evaluation.benchmarks.common import LoadReport
 
 MISSING_RULES = ("error", "unanswered", "leave-out")
-# Baselines that need no model: they read the questions' answers and options (text-rule: their prompts).
-MODEL_FREE_BASELINES = ("random", "prior", "answer-prior", "text-rule")
+# Baselines that need no model: they read the questions' answers and options (text-rule and solver: their
+# prompts).
+MODEL_FREE_BASELINES = ("random", "prior", "answer-prior", "text-rule", "solver")
 _LISTED = 20  # ids quoted in an error message or in metrics.json before "and N more"
 
 
@@ -138,15 +144,15 @@ def match_completions(rows: Sequence[PromptRow], completions: dict[str, str], re
 # ---------------------------------------------------------------------------------------------------
 
 
-def _claim_stamp(out: Path, data: str, completions: Path) -> dict[str, str]:
+def _claim_stamp(out: Path, data: str, completions: Path | None) -> dict[str, str | None]:
     """The folder's ``run.json`` for this scoring; refuses a folder that holds another run (an eval run
-    or other completions), and predictions of unknown origin."""
+    or other completions, or none), and predictions of unknown origin."""
     from embodied_r.evaluation.benchmarks.registry import parse_spec
 
     spec = parse_spec(data)
     resolved = str(Path(spec.path).resolve())
     current = {"data": f"{spec.loader}:{resolved}" if spec.loader else resolved,
-               "completions": str(completions.resolve())}
+               "completions": None if completions is None else str(completions.resolve())}
     stamp = out / "run.json"
     if stamp.exists():
         previous = read_json(stamp)
@@ -157,13 +163,14 @@ def _claim_stamp(out: Path, data: str, completions: Path) -> dict[str, str]:
     return current
 
 
-def score_run(data: str, completions: str | Path, out_dir: str | Path, missing: str = "error",
+def score_run(data: str, completions: str | Path | None, out_dir: str | Path, missing: str = "error",
               baselines: Sequence[str] = ("random", "prior", "answer-prior"), name: str | None = None,
               report: bool = True, prior_from: str | Path | None = None) -> dict[str, Any]:
     """Score ``completions`` against the questions of ``data``; write predictions.jsonl, metrics.json
     (and report.html) into ``out_dir`` and return the metrics. ``baselines`` may name the model-free ones
     (``MODEL_FREE_BASELINES``); the two priors are fit on the prompt rows of ``prior_from`` when given (else
-    leave-one-out); ``name`` labels the run (default: the completions file's name)."""
+    leave-one-out); ``name`` labels the run (default: the completions file's name). ``completions=None``
+    scores no model: only the baselines, of every question (``missing`` and ``name`` do not apply)."""
     from embodied_r.evaluation.analysis import assemble_metrics, run_baselines
     from embodied_r.evaluation.predict import score_completion
 
@@ -172,7 +179,10 @@ def score_run(data: str, completions: str | Path, out_dir: str | Path, missing: 
     if unknown:
         raise DataFileError(f"baseline(s) {unknown} need a model; `score` runs {list(MODEL_FREE_BASELINES)} "
                             "(use `embodied-r eval` for the others)")
-    completions_path = require_file(completions, "completions file")
+    if completions is None and not baselines:
+        raise DataFileError("nothing to score: no completions file and no baselines; give completions or "
+                            f"baselines from {list(MODEL_FREE_BASELINES)}")
+    completions_path = None if completions is None else require_file(completions, "completions file")
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise DataFileError(f"--out {out}: is a file; give a folder for predictions.jsonl and metrics.json")
@@ -183,6 +193,8 @@ def score_run(data: str, completions: str | Path, out_dir: str | Path, missing: 
         from embodied_r.evaluation.inputs import load_prior_rows
 
         prior_rows = load_prior_rows(prior_from)
+    if completions_path is None:
+        return _baselines_only(data, out, list(baselines), report, prior_rows, prior_from, started)
     texts = read_completions(completions_path)
     rows, load_report = scoring_rows(data)
     if not rows:
@@ -196,10 +208,7 @@ def score_run(data: str, completions: str | Path, out_dir: str | Path, missing: 
         predictions = [score_completion(row, text).to_dict() for row, text in pairs]
         scored_rows = [row for row, _ in pairs]
 
-        def no_engine() -> Any:  # the model-free baselines never ask for one
-            raise RuntimeError("score loads no model")
-
-        tables = run_baselines(list(baselines), scored_rows, out, no_engine, batch_size=1, direct_max_new_tokens=1,
+        tables = run_baselines(list(baselines), scored_rows, out, _no_engine, batch_size=1, direct_max_new_tokens=1,
                                prior_rows=prior_rows, prior_source=str(prior_from))
         consistency = {"status": "not run", "reason": "scored from a completions file: no judge was run"}
         metrics = assemble_metrics(predictions, scored_rows, tables, consistency, load_report)
@@ -210,6 +219,42 @@ def score_run(data: str, completions: str | Path, out_dir: str | Path, missing: 
             "wall_time_s": round(time.perf_counter() - started, 2),
         })
         write_jsonl(out / "predictions.jsonl", predictions)
+        atomic_write_json(out / "metrics.json", metrics)
+        atomic_write_json(out / "run.json", stamp)
+        if report:
+            from embodied_r.evaluation.report import build_report
+
+            build_report([out], out)
+    return metrics
+
+
+def _no_engine() -> Any:  # the model-free baselines never ask for one
+    raise RuntimeError("score loads no model")
+
+
+def _baselines_only(data: str, out: Path, baselines: list[str], report: bool, prior_rows: Any,
+                    prior_from: str | Path | None, started: float) -> dict[str, Any]:
+    """The run without completions: the baselines of every question, and no model in ``metrics.json``."""
+    from collections import Counter
+
+    from embodied_r.evaluation.analysis import run_baselines
+
+    rows, load_report = scoring_rows(data)
+    if not rows:
+        raise DataFileError(f"{data}: holds no usable questions ({load_report.reason_counts() or 'empty'})")
+    with claimed_folder(out):
+        stamp = _claim_stamp(out, data, None)
+        tables = run_baselines(baselines, rows, out, _no_engine, batch_size=1, direct_max_new_tokens=1,
+                               prior_rows=prior_rows, prior_source=str(prior_from))
+        # "model": null and "completions": null say that no model was scored; there is no model table
+        # (tasks, overall, reference, position_bias) for a reader to mistake for one.
+        metrics = {
+            "model": None, "data": str(data), "source": "score", "completions": None,
+            "n_questions": len(rows), "questions_per_task": dict(sorted(Counter(row.task for row in rows).items())),
+            "baselines": tables, "loader": load_report.to_dict(),
+            "skipped": load_report.skipped, "n_skipped": len(load_report.skipped),
+            "wall_time_s": round(time.perf_counter() - started, 2),
+        }
         atomic_write_json(out / "metrics.json", metrics)
         atomic_write_json(out / "run.json", stamp)
         if report:

@@ -22,6 +22,8 @@ Adding a method is a package under ``methods/`` plus one ``Method(...)`` line in
 (('format', 'accuracy'), 'embodied-r synth robot', None)
 >>> EMBODIED_R.reward_schedule, sorted(EMBODIED_R.own_rewards)
 ('paper', ['consistency'])
+>>> ROBOT_R1.solve(PromptRow("q", "t", [], "A", "choice", ["A. x", "B. y"]))
+Solved(answer=None, reason='method robot_r1 has no solver', copy=False)
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 
 from embodied_r.core.records import PromptRow
 from embodied_r.core.scoring import DEFAULT_ACCURACY_RULE, Scored
+from embodied_r.core.solving import Solved
 
 # The one scorer of core.scoring, which reads both built-in methods' answer forms (core.parsing).
 CORE_SCORER = "embodied_r.core.scoring:score_completion"
@@ -87,6 +90,10 @@ class Method:
     # ``fn(row, style) -> str``: the quote of its prompt a format warm-up think opens with, for the think
     # styles that quote the prompt (training/warmup.py); None: its prompts have nothing to quote.
     think_quote: str | None = None
+    # ``fn(row) -> core.solving.Solved``: an exact solver that reads only the row's prompt text and answers where
+    # the text determines the answer (and says why not elsewhere, never guessing): the ``solver`` baseline of
+    # evaluation. None: the method has none, and its rows count as not applicable.
+    solver: str | None = None
 
     def answer_text(self, letter: str) -> str:
         """How this method's prompts ask a chosen option to be written inside ``<answer>``."""
@@ -107,6 +114,17 @@ class Method:
         accuracy reward pays it."""
         return self.score_answer(completion, row.answer, row.answer_type, row.options, rule=rule)
 
+    def solve(self, row: PromptRow) -> Solved:
+        """What this method's exact solver makes of ``row``'s text (``solver``); a method without one answers
+        not applicable, saying so. A solver that raises is a bug and its exception is not caught here."""
+        if self.solver is None:
+            return Solved(reason=f"method {self.name} has no solver")
+        solved = import_path(self.solver)(row)
+        if not isinstance(solved, Solved):
+            raise TypeError(f"solver {self.solver} returned {type(solved).__name__} for row {row.id}; "
+                            "it must return embodied_r.core.solving.Solved")
+        return solved
+
 
 EMBODIED_R = Method(
     name="embodied_r",
@@ -120,6 +138,7 @@ EMBODIED_R = Method(
     own_rewards={"consistency": "embodied_r.methods.embodied_r.consistency:CONSISTENCY_REWARD"},
     toy_rows="embodied_r.methods.embodied_r.toy:toy_prompt_rows",
     think_quote="embodied_r.methods.embodied_r.evidence:think_quote",
+    solver="embodied_r.methods.embodied_r.solver:solve_row",
 )
 ROBOT_R1 = Method(
     name="robot_r1",
