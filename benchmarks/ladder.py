@@ -8,7 +8,8 @@ the same warm-up share it:
 1. data (once per OUT): synthetic rooms -> key frames -> oracle perception -> split *by scene* into
    train / dev / test (a scene in two parts is refused) -> reasoner prompts; the evaluated questions of
    dev and test are capped per task type (``--dev-per-type``, ``--per-type``; chosen by a hash of the
-   id), so one evaluation stays cheap;
+   id), so one evaluation stays cheap; ``--detail`` sets the oracle's detail level (docs/world.md) and
+   ``--span`` keeps only the questions whose objects spread over 1, 2 or any number of key frames;
 2. the format warm-up (random answers; ``--warmup-think`` says what its think quotes), once per setting;
    ``--warmup-steps 0``: none, the base model stands in for it;
 3. per seed: GRPO from the warm-up (``embodied-r train``) and, with ``--sft``, supervised fine-tuning on
@@ -17,11 +18,13 @@ the same warm-up share it:
    starts from that seed's SFT model instead (what GRPO adds after SFT; "GRPO - SFT" compares the two);
 4. every model evaluated on ``--split`` (dev while choosing, test once per final arm) with
    ``embodied-r eval`` and the baselines random, letter prior and answer-text prior (both fit on train),
-   **blind** (the same model with the video text removed) and **text rule** (the best simple rule over
-   the perception text; its exact-answer share is the answerable ceiling);
+   **blind** (the same model with the video text removed), **text rule** (the best simple rule over
+   the perception text; its exact-answer share is the answerable ceiling) and **solver** (the exact solver
+   over the same text: the share of questions it applies to, and its ceiling there);
 5. the table: per task type, the warm-up, each seed's GRPO score, GRPO - warm-up per seed with its exact
    paired test ("better in k of n seeds") and across seeds with a t-interval over seeds, GRPO - its blind
    self, SFT, and the baselines; fewer than ``MIN_QUESTIONS`` questions of a type -> "too few questions".
+   Its header line names the data's detail level and span.
 
 Test is evaluated once per final arm: the first test evaluation of an arm freezes its settings in
 ``OUT/test_log.json``; the same arm name with other settings is refused there, and the table lists every
@@ -52,12 +55,15 @@ from learning_curve import Progress, check_dtype  # noqa: E402
 from embodied_r.core.io import atomic_write_json, atomic_write_text, read_json, read_jsonl, write_jsonl  # noqa: E402
 from embodied_r.demo import expand_globs, training_recipe  # noqa: E402
 from embodied_r.evaluation.baselines import PRIORS, prior_baseline, random_baseline  # noqa: E402
+from embodied_r.sim.world.detail_levels import DETAIL_LEVELS, SPANS  # noqa: E402  (plain names, no world code)
 from embodied_r.training.recipe import merge_overrides, parse_overrides  # noqa: E402
 from embodied_r.training.warmup import THINK_STYLES  # noqa: E402
 
 SPLIT_FILES = {"train": "train", "dev": "val", "test": "test"}  # ladder name -> `data split` file name
 MIN_QUESTIONS = 20  # a task type with fewer questions in the evaluated part gets no verdict
-EVAL_BASELINES = "random,prior,answer-prior,blind,text-rule"
+EVAL_BASELINES = "random,prior,answer-prior,blind,text-rule,solver"
+# The data settings an ``OUT/data/settings.json`` written before they existed was made with.
+OLD_DATA_DEFAULTS = {"detail": "words", "span": None}
 # Keys of an arm that may differ between its runs: the seed, and the paths that follow from it.
 SEED_KEYS = ("seed", "output_dir", "description")
 
@@ -77,7 +83,7 @@ def data_stages(args: argparse.Namespace, data: Path) -> list[tuple[str, list[st
         ("keyframes", ["keyframes", str(world / "videos" / "*.mp4"), "--out", str(keyframes), "--workers", "2",
                        "--max-frames", str(args.max_frames)]),
         ("perception", ["perceive", "--qa", str(world / "questions.jsonl"), "--keyframes", str(keyframes),
-                        "--backend", "oracle", "--out", str(data / "perception.jsonl")]),
+                        "--backend", "oracle", "--detail", args.detail, "--out", str(data / "perception.jsonl")]),
         ("split", ["data", "split", "--data", f"synthetic:{world}", "--all-tasks", "--out", str(data / "split"),
                    "--seed", str(args.data_seed), "--ratios", ratios]),
     ]
@@ -85,6 +91,7 @@ def data_stages(args: argparse.Namespace, data: Path) -> list[tuple[str, list[st
         stages.append((f"prompts-{part}", ["build-prompts", "--qa", str(data / "split" / f"{name}.jsonl"),
                                            "--perception", str(data / "perception.jsonl"),
                                            "--prompt-version", args.prompt_version,
+                                           *(["--span", args.span] if args.span else []),
                                            "--out", str(data / "prompts" / f"{part}.jsonl")]))
     return stages
 
@@ -95,10 +102,10 @@ def build_data(args: argparse.Namespace, progress: Progress) -> dict[str, Path]:
 
     data = args.out / "data"
     settings = {k: getattr(args, k) for k in ("scenes", "seconds", "max_frames", "ratios", "data_seed",
-                                              "prompt_version", "per_type", "dev_per_type")}
+                                              "prompt_version", "per_type", "dev_per_type", "detail", "span")}
     stamp = data / "settings.json"
-    if stamp.is_file() and read_json(stamp) != json.loads(json.dumps(settings)):
-        raise SystemExit(f"{data} was built with {read_json(stamp)}, not {settings}: choose another --out")
+    if stamp.is_file():
+        check_data_settings(data, read_json(stamp), settings)
     data.mkdir(parents=True, exist_ok=True)
     atomic_write_json(stamp, settings)
     for name, argv in data_stages(args, data):
@@ -111,6 +118,41 @@ def build_data(args: argparse.Namespace, progress: Progress) -> dict[str, Path]:
         if not files[part].is_file():
             write_jsonl(files[part], cap_per_type(read_jsonl(data / "prompts" / f"{part}.jsonl"), cap))
     return files
+
+
+def check_data_settings(data: Path, made: dict[str, Any], asked: dict[str, Any]) -> None:
+    """Refuse a run whose data settings differ in any key from those ``data`` was made with (its stamp
+    ``made``; a stamp from before ``--detail``/``--span`` was made at words, every span). The message names
+    the data's detail and span, the other settings that differ, and what this run asks for.
+
+    >>> check_data_settings(Path("d"), {"scenes": 3}, {"scenes": 3, "detail": "words", "span": None})
+    >>> check_data_settings(Path("d"), {"scenes": 3, "detail": "map", "span": "any"},
+    ...                     {"scenes": 3, "detail": "words", "span": "any"})
+    Traceback (most recent call last):
+    SystemExit: d was made at detail 'map', span 'any'; this run asks for detail 'words': choose another ...
+    """
+    made = {**OLD_DATA_DEFAULTS, **made}
+    asked = json.loads(json.dumps(asked))  # tuples and lists compare as the stamp stores them
+    differ = [k for k in dict.fromkeys([*made, *asked]) if made.get(k) != asked.get(k)]
+    if not differ:
+        return
+
+    def said(values: dict[str, Any], keys: list[str]) -> str:
+        return ", ".join(f"{k.replace('_', ' ')} {'none' if values.get(k) is None else repr(values[k])}" for k in keys)
+
+    others = [k for k in differ if k not in OLD_DATA_DEFAULTS]
+    raise SystemExit(f"{data} was made at {said(made, list(OLD_DATA_DEFAULTS))}"
+                     + (f" (and {said(made, others)})" if others else "")
+                     + f"; this run asks for {said(asked, differ)}: choose another --out or the data's settings")
+
+
+def data_level(out: Path) -> dict[str, Any] | None:
+    """The detail level and span ``OUT/data`` was made at (old stamps: the old defaults); None without a stamp."""
+    stamp = out / "data" / "settings.json"
+    if not stamp.is_file():
+        return None
+    made = {**OLD_DATA_DEFAULTS, **read_json(stamp)}
+    return {k: made[k] for k in OLD_DATA_DEFAULTS}
 
 
 def cap_per_type(rows: list[dict[str, Any]], per_type: int) -> list[dict[str, Any]]:
@@ -351,7 +393,9 @@ def summarise(out: Path, split: str) -> dict[str, Any]:
                  **{name: prior_baseline(prompt_rows, train_rows, name=name) for name in PRIORS}}
     rule = by_task(rule_predictions)
     exact_rule = by_task({i: {**p, "score": float(p["exact"])} for i, p in rule_predictions.items()})
-    result: dict[str, Any] = {"split": split, "questions": len(rows), "tasks": {}, "arms": {}, "warmups": {}}
+    solver = solver_reach(evals)
+    result: dict[str, Any] = {"split": split, "questions": len(rows), "data": data_level(out), "tasks": {},
+                              "arms": {}, "warmups": {}}
     tasks = sorted({str(r["task"]) for r in rows.values()}) + ["all"]
     for folder in sorted(evals.glob("warmup-*")):
         result["warmups"][folder.name[len("warmup-"):]] = {
@@ -363,6 +407,7 @@ def summarise(out: Path, split: str) -> dict[str, Any]:
             "random": _baseline(baselines, "random", task), "prior": _baseline(baselines, "prior", task),
             "answer_prior": _baseline(baselines, "answer-prior", task),
             "text_rule": mean(rule.get(task, {})), "ceiling": mean(exact_rule.get(task, {})),
+            "solver": solver.get(task),
         }
     arms: dict[str, dict[str, Any]] = {}
     for folder in sorted(evals.iterdir()) if evals.is_dir() else []:
@@ -407,6 +452,19 @@ def summarise(out: Path, split: str) -> dict[str, Any]:
     return result
 
 
+def solver_reach(evals: Path) -> dict[str, dict[str, float | None]]:
+    """Per task type (and ``all``): the solver baseline's ``applicable`` share and ``ceiling``, from the
+    first evaluation in ``evals`` whose ``metrics.json`` has it (it reads only the rows, so every evaluation
+    of one part has the same); {} when none has (evaluations from before the solver baseline)."""
+    for path in sorted(evals.glob("*/metrics.json")) if evals.is_dir() else []:
+        table = (read_json(path).get("baselines") or {}).get("solver") or {}
+        if table.get("status") == "ok":
+            reach = {str(task): t for task, t in (table.get("tasks") or {}).items()}
+            reach["all"] = table.get("overall") or {}
+            return {task: {"applicable": t.get("applicable"), "ceiling": t.get("ceiling")} for task, t in reach.items()}
+    return {}
+
+
 def _prompt_rows(rows: Any) -> list[Any]:
     from embodied_r.core.records import PromptRow
 
@@ -442,14 +500,27 @@ def verdict_cell(comparison: dict[str, Any] | None, too_few: bool) -> str:
     return text + (f" -> {pooled['verdict']}" if pooled["n_seeds"] > 1 else "")
 
 
+def solver_cell(reach: dict[str, Any] | None) -> str:
+    """``applicable share (ceiling)``; "–" for an evaluation made before the solver baseline."""
+    return "–" if reach is None else f"{pct(reach['applicable'])} ({pct(reach['ceiling'])})"
+
+
+def data_words(data: dict[str, Any] | None) -> str:
+    """``detail 'map', span 'any'`` (the data's settings stamp); a folder without one says so."""
+    if data is None:
+        return "data settings unknown"
+    return f"detail {data['detail']!r}, span " + ("none" if data["span"] is None else repr(data["span"]))
+
+
 def markdown(result: dict[str, Any]) -> str:
     lines = []
     for arm, info in result["arms"].items():
         seeds = info["seeds"]
         lines += [f"### arm {arm} ({result['split']}, seeds {','.join(map(str, seeds))}, warm-up "
-                  f"{info['settings']['warmup']})", "",
-                  "| task type | n | random | letter prior | answer prior | text rule (ceiling) | warm-up | "
-                  "GRPO per seed | GRPO − warm-up | GRPO blind | GRPO − blind | SFT | GRPO − SFT |", "|" + "---|" * 13]
+                  f"{info['settings']['warmup']}, {data_words(result.get('data'))})", "",
+                  "| task type | n | random | letter prior | answer prior | text rule (ceiling) | "
+                  "solver applicable (ceiling) | warm-up | GRPO per seed | GRPO − warm-up | GRPO blind | "
+                  "GRPO − blind | SFT | GRPO − SFT |", "|" + "---|" * 14]
         for task, base in result["tasks"].items():
             row = info["tasks"][task]
             per_seed = " / ".join(pct(row["grpo"].get(s)) for s in seeds)
@@ -458,7 +529,8 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(
                 f"| {task} | {base['n']} | {pct(base['random'])} | {pct(base['prior'])} | "
                 f"{pct(base['answer_prior'])} | "
-                f"{pct(base['text_rule'])} ({pct(base['ceiling'])}) | {pct(row.get('warmup'))} | {per_seed} | "
+                f"{pct(base['text_rule'])} ({pct(base['ceiling'])}) | {solver_cell(base.get('solver'))} | "
+                f"{pct(row.get('warmup'))} | {per_seed} | "
                 f"{verdict_cell(row.get('grpo_vs_warmup'), base['too_few'])} | {blind} | "
                 f"{verdict_cell(row.get('grpo_vs_blind'), base['too_few'])} | {sft} | "
                 f"{verdict_cell(row.get('grpo_vs_sft'), base['too_few'])} |")
@@ -490,6 +562,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                       help="train,dev,test shares of the scenes (default 0.5,0.2,0.3)")
     data.add_argument("--data-seed", type=int, default=0)
     data.add_argument("--prompt-version", default="compact-v1")
+    data.add_argument("--detail", default="words", choices=DETAIL_LEVELS,
+                      help="the oracle perception's detail level (docs/world.md; default words)")
+    data.add_argument("--span", default=None, choices=SPANS,
+                      help="keep only questions whose objects are shown in 1 key frame, in 2 at the fewest, or in "
+                      "any number (build-prompts --span; default: every question)")
     data.add_argument("--per-type", type=int, default=30, help="evaluated test questions per task type")
     data.add_argument("--dev-per-type", type=int, default=25,
                       help="evaluated dev questions per task type (dev is evaluated for every arm explored)")

@@ -231,3 +231,77 @@ def test_a_second_model_never_shares_the_default_model_s_warm_up(ladder: ModuleT
     local = ladder.warmup_name(ladder.parse_args(common + ["--model", "/models/my model"]))
     assert len({default, gemma, local}) == 3 and gemma.endswith("gemma3_270m")
     assert "/" not in local and " " not in local  # a folder name, not a path
+
+
+def test_detail_and_span_reach_the_perception_and_every_prompts_stage(ladder: ModuleType, tmp_path: Path) -> None:
+    args = ladder.parse_args(["--out", str(tmp_path), "--detail", "map", "--span", "any"])
+    stages = dict(ladder.data_stages(args, tmp_path / "data"))
+    perception = stages["perception"]
+    assert perception[perception.index("--detail") + 1] == "map"
+    for part in ("train", "dev", "test"):
+        argv = stages[f"prompts-{part}"]
+        assert argv[argv.index("--span") + 1] == "any"
+    # The defaults: words, and no span filter (build-prompts keeps every question).
+    plain = dict(ladder.data_stages(ladder.parse_args(["--out", str(tmp_path)]), tmp_path / "data"))
+    assert plain["perception"][plain["perception"].index("--detail") + 1] == "words"
+    assert all("--span" not in argv for name, argv in plain.items() if name.startswith("prompts-"))
+    with pytest.raises(SystemExit):
+        ladder.parse_args(["--out", str(tmp_path), "--detail", "pixels"])
+    with pytest.raises(SystemExit):
+        ladder.parse_args(["--out", str(tmp_path), "--span", "3"])
+
+
+def data_settings(ladder: ModuleType, argv: list[str]) -> dict:
+    args = ladder.parse_args(["--out", "unused", *argv])
+    return {k: getattr(args, k) for k in ("scenes", "seconds", "max_frames", "ratios", "data_seed", "prompt_version",
+                                          "per_type", "dev_per_type", "detail", "span")}
+
+
+def test_the_data_stamp_refusal_names_the_data_s_and_the_asked_settings(ladder: ModuleType, tmp_path: Path) -> None:
+    made = json.loads(json.dumps(data_settings(ladder, ["--detail", "map", "--span", "any", "--scenes", "40"])))
+    ladder.check_data_settings(tmp_path, made, data_settings(ladder, ["--detail", "map", "--span", "any",
+                                                                      "--scenes", "40"]))
+    with pytest.raises(SystemExit) as refused:
+        ladder.check_data_settings(tmp_path, made, data_settings(ladder, []))
+    message = str(refused.value)
+    assert message.startswith(f"{tmp_path} was made at detail 'map', span 'any' (and scenes 40); this run asks for ")
+    assert "detail 'words'" in message and "span none" in message and "scenes 300" in message
+    assert message.endswith("choose another --out or the data's settings")
+    # Every setting is compared, not only the new ones.
+    with pytest.raises(SystemExit, match=r"\(and per type 30\); this run asks for per type 5"):
+        ladder.check_data_settings(tmp_path, made, data_settings(ladder, ["--detail", "map", "--span", "any",
+                                                                          "--scenes", "40", "--per-type", "5"]))
+
+
+def test_an_old_stamp_without_detail_or_span_is_the_old_defaults(ladder: ModuleType, tmp_path: Path) -> None:
+    old = {k: v for k, v in json.loads(json.dumps(data_settings(ladder, []))).items() if k not in ("detail", "span")}
+    ladder.check_data_settings(tmp_path, old, data_settings(ladder, []))  # words, every span: the same data
+    with pytest.raises(SystemExit, match="made at detail 'words', span none; this run asks for detail 'relations'"):
+        ladder.check_data_settings(tmp_path, old, data_settings(ladder, ["--detail", "relations"]))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "settings.json").write_text(json.dumps(old))
+    assert ladder.data_level(tmp_path) == {"detail": "words", "span": None}
+
+
+def test_the_solver_column_reads_the_eval_metrics_and_shows_a_dash_without_them(ladder: ModuleType,
+                                                                                tmp_path: Path) -> None:
+    out = ladder_out(tmp_path, [20])
+    line = next(line for line in ladder.markdown(ladder.summarise(out, "dev")).splitlines()
+                if line.startswith("| last_action"))
+    assert line.split(" | ")[6] == "–"  # evaluations made before the solver baseline
+    (out / "data" / "settings.json").write_text(json.dumps({"scenes": 300, "detail": "map", "span": "2"}))
+    metrics = out / "evals" / "dev" / "base-seed0" / "metrics.json"
+    solver = {"status": "ok", "name": "solver", "tasks": {"last_action": {"applicable": 0.75, "ceiling": 1.0},
+                                                          "route_planning": {"applicable": 0.0, "ceiling": None}},
+              "overall": {"applicable": 0.6, "ceiling": 1.0}}
+    metrics.write_text(json.dumps({"baselines": {**json.loads(metrics.read_text())["baselines"], "solver": solver}}))
+    result = ladder.summarise(out, "dev")
+    assert result["data"] == {"detail": "map", "span": "2"}
+    assert result["tasks"]["last_action"]["solver"] == {"applicable": 0.75, "ceiling": 1.0}
+    table = ladder.markdown(result)
+    assert "### arm base (dev, seeds 0, warm-up w, detail 'map', span '2')" in table
+    cells = {line.split(" | ")[0]: line.split(" | ") for line in table.splitlines() if line.startswith("| ")}
+    assert cells["| task type"][6] == "solver applicable (ceiling)"
+    assert cells["| last_action"][6] == "75.0 (100.0)"
+    assert cells["| route_planning"][6] == "0.0 (–)"
+    assert cells["| all"][6] == "60.0 (100.0)"
