@@ -342,3 +342,17 @@ def test_train_warmup_only_warms_up_and_stops(tiny_recipe, capsys) -> None:
     assert not (recipe.output_dir / "final").exists()  # no GRPO ran
     assert main(["train", "--recipe", str(tiny_recipe(max_steps=1)), "--warmup-only"]) == 2
     assert "has no format_warmup" in capsys.readouterr().err
+
+
+def test_a_relations_prompt_s_think_quotes_its_facts_sentence() -> None:
+    """At the oracle's relations level the last frame states what the question needs; the evidence quote is
+    that sentence, numbers and all, for any task type."""
+    from embodied_r.core.records import PromptRow
+    from embodied_r.methods.embodied_r.evidence import evidence_quote
+
+    text = ("Frame 0: Observe: Camera at (0.00, 0.00), heading 0.0° left. In view: sofa 1.\nFrame 1: After Rotate "
+            "left 30.0°, Observe: Camera at (0.00, 0.00), heading 30.0° left. In view: chair 1. Facts: closest-point "
+            "distances from the sofa: chair 1.25 m, door 0.40 m.\nQuestion: which is the closest to the sofa?")
+    row = PromptRow("q", "object_rel_distance", [{"role": "user", "content": text}], "B", "choice",
+                    ["A. chair", "B. door"])
+    assert evidence_quote(row) == "Facts: closest-point distances from the sofa: chair 1.25 m, door 0.40 m."

@@ -76,8 +76,26 @@ QUOTES: dict[str, Callable[[PromptRow, Sequence[Frame]], str]] = {
 }
 
 
+_FACTS_RE = re.compile(r"Facts: .*?\.(?=\s|$)(?!\d)")
+
+
+def facts_quote(frames: Sequence[Frame]) -> str:
+    """The last frame's ``Facts: ...`` sentence (the oracle's ``relations`` level states there what the question
+    needs), or "" without one. Its numbers keep their decimal points: the sentence ends at a full stop that
+    no digit follows.
+
+    >>> facts_quote([Frame(0, None, "In view: sofa 1. Facts: the chair instances seen: chair 1, chair 2.", 0, 0)])
+    'Facts: the chair instances seen: chair 1, chair 2.'
+    >>> facts_quote([Frame(0, None, "Facts: distances from the sofa: bed 1.20 m, door 0.75 m.", 0, 0)])
+    'Facts: distances from the sofa: bed 1.20 m, door 0.75 m.'
+    """
+    match = _FACTS_RE.search(frames[-1].view) if frames else None
+    return match.group(0) if match else ""
+
+
 def evidence_quote(row: PromptRow) -> str:
-    r"""The quote for ``row`` ("" when its task type has none, or its prompt has no frame lines).
+    r"""The quote for ``row`` ("" when its task type has none, or its prompt has no frame lines). A prompt at
+    the ``relations`` level quotes its facts sentence, whatever the task type.
 
     >>> text = "Frame 0: Observe: I see a red chair.\nFrame 1: After Rotate left, Observe: a door.\nQuestion: x"
     >>> row = PromptRow("q", "last_action", [{"role": "user", "content": text}], "A", "choice",
@@ -87,8 +105,11 @@ def evidence_quote(row: PromptRow) -> str:
     >>> evidence_quote(PromptRow("r", "route_planning", [{"role": "user", "content": text}], "A", "choice"))
     ''
     """
+    frames = video_frames(user_text(row))
+    facts = facts_quote(frames)
+    if facts:
+        return facts
     quote = QUOTES.get(row.task)
-    frames = video_frames(user_text(row)) if quote else []
     return quote(row, frames) if frames and quote else ""
 
 
