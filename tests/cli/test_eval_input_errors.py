@@ -57,3 +57,20 @@ def test_atomic_writes_follow_the_umask(tmp_path: Path) -> None:
         assert stat.S_IMODE((tmp_path / "b.txt").stat().st_mode) == 0o600
     finally:
         os.umask(previous)
+
+
+def test_a_binary_or_non_utf8_data_file_is_one_error_line(tmp_path: Path, tiny_lm_dir: Path, capsys) -> None:
+    good = json.dumps(probe_rows(1)[0]).encode() + b"\n"
+    for name, content, message in [
+        ("latin1.jsonl", good + b'{"id": "caf\xe9"}\n', "latin1.jsonl:2: not UTF-8 text (byte 0xe9 at character 12)"),
+        ("random.jsonl", good * 2 + bytes(range(128, 256)), "random.jsonl:3: not UTF-8 text (byte 0x80"),
+        ("nul.jsonl", b"\x00" * 100, "nul.jsonl:1: a NUL byte at character 1: a binary file"),
+        ("text.jsonl", good + b"question: left or right?\n", "text.jsonl:2: not valid JSON"),
+    ]:
+        data = tmp_path / name
+        data.write_bytes(content)
+        assert main(quick_eval_argv(data, tiny_lm_dir, tmp_path / "out")) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err
+        assert len([line for line in err.splitlines() if line.startswith("error:")]) == 1
+        assert not (tmp_path / "out").exists()

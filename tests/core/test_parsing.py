@@ -1,10 +1,21 @@
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from embodied_r.core.parsing import extract_think, option_letters, parse_answer
+from embodied_r.core import parsing
+from embodied_r.core.parsing import (
+    ANSWER_RE,
+    THINK_RE,
+    extract_answer_span,
+    extract_think,
+    option_letters,
+    parse_answer,
+)
 
 OPTS = ["A. left", "B. right", "C. back"]
 OPTS5 = ["A. chair", "B. table", "C. sofa", "D. door", "E. lamp"]
@@ -105,3 +116,65 @@ def test_letter_in_answer_always_recovered(letter: str, think: str) -> None:
 @given(value=st.floats(min_value=-1e6, max_value=1e6, allow_nan=False).map(lambda v: round(v, 3)))
 def test_numbers_round_trip(value: float) -> None:
     assert parse_answer(f"<answer>{value} m</answer>", None, "number") == pytest.approx(value)
+
+
+# --- The last <answer> span: same spans as the regex, in one pass ---------------------------------------
+
+_TAG_PIECES = ["<answer>", "</answer>", "<ANSWER>", "</Answer>", "<anſwer>", "<think>", "</think>", "</THINK>",
+               "<", "/", ">", "answer", "think", "A", " ", "\n", "é"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(pieces=st.lists(st.sampled_from(_TAG_PIECES), max_size=30))
+def test_answer_and_think_spans_match_the_regex_definition(pieces: list[str]) -> None:
+    # ANSWER_RE.findall's last span and THINK_RE.search's first span are the definition: nested,
+    # unclosed and stray tags, any case (the long s "ſ" folds to "s" under re.IGNORECASE too).
+    text = "".join(pieces)
+    spans = ANSWER_RE.findall(text)
+    assert extract_answer_span(text) == (spans[-1] if spans else None)
+    match = THINK_RE.search(text)
+    assert extract_think(text) == (match.group(1).strip() if match else None)
+
+
+class _CountingPattern:
+    """A compiled pattern that records each call: its pattern and the characters it may scan (pos to end)."""
+
+    def __init__(self, pattern: re.Pattern[str], calls: list[tuple[str, int]]) -> None:
+        self.pattern, self.calls = pattern, calls
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.pattern, name)
+
+        def counted(text: str, pos: int = 0, *args: Any) -> Any:
+            self.calls.append((self.pattern.pattern, len(text) - pos))
+            return method(text, pos, *args)
+        return counted
+
+
+@pytest.mark.parametrize("unit,answer", [
+    ("<answer>", "<answer>" * 100_000 + "last"),  # never closed: swallowed by the first span
+    ("<answer>x</answer>", "last"),
+    ("<think>", "last"),
+])
+def test_reading_100000_tags_is_a_bounded_number_of_literal_scans(
+        unit: str, answer: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Not a timing test: count the work. The old findall of r"<answer>(.*?)</answer>" over "<answer>" * n
+    # ran its lazy ".*?" from every opening tag to the end of the text: n * n / 2 characters, 0.5 s at
+    # 2,000 tags and no end at 100,000. Now: at most three regex calls, each a search for a fixed tag (no
+    # "*" or "+", so each character is looked at a bounded number of times), from its start to the end.
+    calls: list[tuple[str, int]] = []
+    for name in ("_ANSWER_TAG_RE", "_THINK_OPEN_RE", "_THINK_CLOSE_RE", "ANSWER_RE", "THINK_RE"):
+        monkeypatch.setattr(parsing, name, _CountingPattern(getattr(parsing, name), calls))
+    text = unit * 100_000 + "<answer>last</answer>"
+    assert extract_answer_span(text) == answer
+    assert extract_think(text) is None
+    assert 1 <= len(calls) <= 3
+    assert not [pattern for pattern, _ in calls if re.search(r"[*+]|\{\d*,\d*\}", pattern)]
+    assert sum(scanned for _, scanned in calls) <= 3 * len(text)
+
+
+def test_many_unclosed_tags_keep_the_regex_semantics() -> None:
+    # An unclosed <answer> swallows every later <answer> into its span, up to the first </answer>.
+    assert extract_answer_span("<answer>" * 100_000 + "x</answer>") == "<answer>" * 99_999 + "x"
+    assert extract_answer_span("<answer>A</answer>" + "<answer>" * 100_000) == "A"
+    assert extract_think("<think>" * 100_000) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -64,17 +65,66 @@ def check_generation_arguments(args: Any) -> None:
 
 
 def print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
+    """A table on stdout that fits the terminal without cutting a word: the first column (it names the
+    rows, e.g. egocentric_direction) never wraps, the other headers and cells wrap between words. When
+    the words do not fit the boxed table, a compact one (no vertical lines, one space between columns)
+    is used; when they do not fit that either, long words are folded onto the next line, never cut
+    to "…"."""
+    out = console()
+    cells = [[_fmt(v) for v in row] for row in rows]
+    out.print(fitted_table(title, columns, cells, out.width))
+
+
+# Rich's boxed table, then a compact one: (its options, the characters it adds to n columns' text: the
+# boxed one a border either side of each column and a space of padding either side of the text).
+_TABLE_STYLES: tuple[tuple[dict[str, Any], Callable[[int], int]], ...] = (
+    ({"box": "HEAVY_HEAD"}, lambda n: (n + 1) + 2 * n),
+    ({"box": "SIMPLE_HEAD", "show_edge": False, "padding": 0}, lambda n: n - 1),  # one space between columns
+)
+
+
+def fitted_table(title: str, columns: list[str], cells: list[list[str]], width: int) -> Any:
+    """The rich Table of ``print_table`` for a console ``width`` characters wide (see there)."""
+    from rich import box
+    from rich.cells import cell_len
     from rich.table import Table
 
-    table = Table(title=title)
-    for name in columns:
-        # The first column names the rows (task types such as egocentric_direction): a narrow terminal wraps
-        # the numbers instead of cutting the names.
-        first = name == columns[0]
-        table.add_column(name, justify="left" if first else "right", no_wrap=first)
-    for row in rows:
-        table.add_row(*[_fmt(v) for v in row])
-    console().print(table)
+    texts = [[name, *(row[index] for row in cells if index < len(row))] for index, name in enumerate(columns)]
+    # Each column's natural width (its longest line) and the least it needs to cut no word (its longest
+    # word; the first column's longest line, as it never wraps).
+    longest = [max(cell_len(line) for text in column for line in text.splitlines() or [""]) for column in texts]
+    needed = [longest[0], *(max([cell_len(word) for text in column for word in text.split()] or [0])
+                            for column in texts[1:])]
+    # The first style whose columns have room for their longest words; else the compact one, words folded.
+    rooms = [(style, width - overhead(len(columns))) for style, overhead in _TABLE_STYLES]
+    style, room = next(((style, room) for style, room in rooms if sum(needed) <= room), rooms[-1])
+    table = Table(title=title, **{**style, "box": getattr(box, style["box"])})
+    # Rich narrows the widest columns first even below their longest word (it cuts "requests" to "requ…");
+    # widths fixed here narrow them the same way, but never below their longest word.
+    widths = _shared_widths(room, needed, longest) if sum(longest) > room >= sum(needed) else [None] * len(columns)
+    for index, name in enumerate(columns):
+        first = index == 0
+        table.add_column(name, justify="left" if first else "right", no_wrap=first, width=widths[index],
+                         overflow="ellipsis" if first else "fold")
+    for row in cells:
+        table.add_row(*row)
+    return table
+
+
+def _shared_widths(room: int, needed: list[int], longest: list[int]) -> list[int | None]:
+    """Column widths that add up to ``room``: as rich does, the widest columns give up width first (a
+    short "not run" stays on one line), but none below ``needed``: each column gets its longest line
+    capped at the largest common cap that fits, never less than its longest word."""
+    def capped(cap: int) -> list[int]:
+        return [min(most, max(least, cap)) for most, least in zip(longest, needed)]
+
+    cap = max(longest)
+    while sum(capped(cap)) > room:
+        cap -= 1
+    widths: list[int | None] = list(capped(cap))
+    for index in [i for i, width in enumerate(widths) if width == cap < longest[i]][:room - sum(capped(cap))]:
+        widths[index] = cap + 1  # what the cap leaves over (less than one per capped column)
+    return widths
 
 
 def _fmt(value: Any) -> str:

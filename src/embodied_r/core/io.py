@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -78,32 +79,98 @@ def require_file(path: str | os.PathLike[str], what: str = "file") -> Path:
     return path
 
 
+_NOT_UTF8 = "save it as UTF-8, or check that it is the right file"
+
+
 def read_json(path: str | os.PathLike[str]) -> Any:
     path = require_file(path)
+    data = path.read_bytes()
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DataFileError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); {_NOT_UTF8}") from None
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataFileError(f"{path}: not valid JSON ({exc})") from exc
 
 
-def iter_jsonl(path: str | os.PathLike[str], *, tolerate_torn_tail: bool = True) -> Iterator[dict[str, Any]]:
-    """Yield the objects of a JSON Lines file. A malformed line raises with its line number, except a
-    malformed *last* line without a newline (a write cut short by a kill), which is skipped."""
+# ---------------------------------------------------------------------------------------------------
+# JSON Lines reading: every bad line is a DataFileError naming the file and the line
+# ---------------------------------------------------------------------------------------------------
+
+# Bytes that are not UTF-8 are kept by the "surrogateescape" decoder as the lone surrogates U+DC80-U+DCFF,
+# which a valid UTF-8 file can never hold; so a bad byte is found on its line, with its line number.
+_UNDECODABLE_RE = re.compile("[\udc80-\udcff]")
+# A kill mid-write can cut a multi-byte character: at most its first three bytes end the torn line.
+_CUT_CHARACTER_RE = re.compile("[\udc80-\udcff]{1,3}\\Z")
+
+
+def _parse_jsonl_line(path: Path, number: int, line: str) -> Any:
+    """The JSON value of one (non-blank) line, or a one-line DataFileError that names the line."""
+    where = f"{path}:{number}"
+    bad = _UNDECODABLE_RE.search(line)
+    if bad:
+        raise DataFileError(f"{where}: not UTF-8 text (byte 0x{ord(bad.group()) - 0xDC00:02x} at character "
+                            f"{bad.start() + 1}); {_NOT_UTF8}")
+    nul = line.find("\x00")
+    if nul >= 0:  # JSON text never holds a raw NUL (json.dumps writes \u0000): a binary file
+        raise DataFileError(f"{where}: a NUL byte at character {nul + 1}: a binary file, not JSON Lines text; "
+                            "check that it is the right file")
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:  # one line: its column, not the decoder's "line 1"
+        raise DataFileError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); expected one JSON "
+                            "object per line") from None
+
+
+def _is_torn_tail(line: str) -> bool:
+    """Whether an unterminated last line can be a write cut short: the start of an object (what every
+    writer here appends), bad bytes only where a multi-byte character was cut, no NUL."""
+    text = _CUT_CHARACTER_RE.sub("", line.strip())
+    return text.startswith("{") and not _UNDECODABLE_RE.search(text) and "\x00" not in text
+
+
+def iter_jsonl_values(path: str | os.PathLike[str], *,
+                      tolerate_torn_tail: bool = True) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line number, JSON value)`` for each non-blank line of a JSON Lines file.
+
+    A line that is not UTF-8, holds a NUL byte (a binary file) or is not JSON raises a one-line
+    ``DataFileError`` naming the file and the line, except a malformed *last* line without a newline
+    that starts like an object (a write cut short by a kill), which is skipped when
+    ``tolerate_torn_tail``. A UTF-8 byte order mark at the start is allowed.
+
+    >>> import tempfile
+    >>> bad = Path(tempfile.mkdtemp()) / "rows.jsonl"
+    >>> _ = bad.write_bytes(b'{"id": 1}\\n\\xff\\xfe{"id": 2}\\n')
+    >>> list(iter_jsonl_values(bad))
+    Traceback (most recent call last):
+    ...
+    embodied_r.core.io.DataFileError: ...rows.jsonl:2: not UTF-8 text (byte 0xff at character 1); save it as UTF-8, ...
+    """
     path = require_file(path)
-    with path.open("r", encoding="utf-8") as handle:
+    with path.open("r", encoding="utf-8-sig", errors="surrogateescape") as handle:
         lines = handle.readlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            is_torn_tail = number == len(lines) and not line.endswith("\n")
-            if tolerate_torn_tail and is_torn_tail:
+            value = _parse_jsonl_line(path, number, line)
+        except DataFileError:
+            is_last_unterminated = number == len(lines) and not line.endswith("\n")
+            if tolerate_torn_tail and is_last_unterminated and _is_torn_tail(line):
                 return
-            raise DataFileError(f"{path}:{number}: not valid JSON ({exc})") from exc
+            raise
+        yield number, value
+
+
+def iter_jsonl(path: str | os.PathLike[str], *, tolerate_torn_tail: bool = True) -> Iterator[dict[str, Any]]:
+    """Yield the objects of a JSON Lines file. A malformed line (not UTF-8, binary, not JSON, not an
+    object) raises a DataFileError with its line number, except a torn last line (``iter_jsonl_values``)."""
+    for number, obj in iter_jsonl_values(path, tolerate_torn_tail=tolerate_torn_tail):
         if not isinstance(obj, dict):
-            raise DataFileError(f"{path}:{number}: expected a JSON object per line")
+            raise DataFileError(f"{Path(path)}:{number}: expected a JSON object per line")
         yield obj
 
 

@@ -22,6 +22,12 @@ from typing import Any
 
 ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 THINK_RE = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
+# The tags alone, found in one left-to-right pass. ``ANSWER_RE``/``THINK_RE`` give the same spans, but an
+# opening tag without a closing one makes them scan to the end from *every* later opening tag: quadratic
+# in the number of tags (a model that repeats "<answer>" 100,000 times would stall the run).
+_ANSWER_TAG_RE = re.compile(r"<(/?)answer>", re.IGNORECASE)
+_THINK_OPEN_RE = re.compile(r"<think>", re.IGNORECASE)
+_THINK_CLOSE_RE = re.compile(r"</think>", re.IGNORECASE)
 OPTION_PREFIX_RE = re.compile(r"^\s*\(?([A-Za-z])\s*[.):]\s*(.*)$", re.DOTALL)
 DEFAULT_LETTERS = tuple("ABCDEFGH")
 
@@ -63,19 +69,47 @@ NO_OPTION = "none"
 
 
 def extract_answer_span(completion: str) -> str | None:
-    """The text inside the last ``<answer>…</answer>``, or None when there is none."""
+    """The text inside the last ``<answer>…</answer>``, or None when there is none.
+
+    The spans are those of ``ANSWER_RE.findall`` (tags in any case): each opening tag pairs with the
+    first closing tag after it, so an ``<answer>`` inside a span is part of its text; the next span
+    starts after that closing tag; an opening tag that is never closed gives nothing. Linear in the
+    length of the completion: one pass over the tags.
+
+    >>> extract_answer_span("<answer>A</answer> then <ANSWER> C </answer>")
+    ' C '
+    >>> extract_answer_span("<answer>a<answer>b</answer>")
+    'a<answer>b'
+    >>> extract_answer_span("<answer>A</answer><answer>B") , extract_answer_span("<answer>B") is None
+    ('A', True)
+    """
     if not isinstance(completion, str):
         return None
-    matches = ANSWER_RE.findall(completion)
-    return matches[-1] if matches else None
+    last: tuple[int, int] | None = None
+    content_start: int | None = None  # where the text of an open span begins; None: looking for <answer>
+    for tag in _ANSWER_TAG_RE.finditer(completion):
+        if tag.group(1):  # </answer>: closes the open span; outside one it is plain text
+            if content_start is not None:
+                last, content_start = (content_start, tag.start()), None
+        elif content_start is None:  # <answer>: opens a span; inside one it is part of the text
+            content_start = tag.end()
+    return completion[last[0]:last[1]] if last else None
 
 
 def extract_think(completion: str) -> str | None:
-    """The text inside the first ``<think>…</think>``, or None."""
+    """The text inside the first ``<think>…</think>``, stripped, or None (``THINK_RE.search``'s span).
+
+    Linear: when the first ``<think>`` is never closed, no later one can be (``THINK_RE`` would try them
+    all, each to the end of the text).
+
+    >>> extract_think("<think> a <think> b </THINK><answer>A</answer>"), extract_think("<think>a") is None
+    ('a <think> b', True)
+    """
     if not isinstance(completion, str):
         return None
-    match = THINK_RE.search(completion)
-    return match.group(1).strip() if match else None
+    opening = _THINK_OPEN_RE.search(completion)
+    closing = _THINK_CLOSE_RE.search(completion, opening.end()) if opening else None
+    return completion[opening.end():closing.start()].strip() if opening and closing else None
 
 
 def option_letters(options: list[str] | None) -> tuple[str, ...]:
