@@ -380,7 +380,7 @@ def compare_seeds(seeds: dict[int, dict[str, float]], shared: dict[str, float] |
 def summarise(out: Path, split: str) -> dict[str, Any]:
     """The ladder table of every arm evaluated on ``split``, from the evaluation folders alone."""
     from embodied_r.core.intervals import check_poolable
-    from embodied_r.evaluation.text_rules import text_rule_predictions
+    from embodied_r.evaluation.text_rule_baseline import text_rule_predictions
 
     evals = out / "evals" / split
     rows = {str(r["id"]): r for r in read_jsonl(out / "data" / f"{split}-eval.jsonl")}

@@ -48,8 +48,8 @@ import yaml
 
 from embodied_r.core.intervals import format_interval, paired_difference
 from embodied_r.core.io import atomic_write_json, atomic_write_text, read_json, read_jsonl, write_jsonl
+from embodied_r.core.task_table import task_table
 from embodied_r.demo import DemoSize, expand_globs, plan, run_stage_process, training_recipe
-from embodied_r.evaluation.metrics import task_table
 from embodied_r.training.recipe import merge_overrides, parse_overrides
 
 DATA_STAGES = ("world", "keyframes", "perception", "split", "prompts-train", "prompts-test")

@@ -22,7 +22,7 @@ from typing import Any
 
 from embodied_r.core.io import read_jsonl
 from embodied_r.core.records import PromptRow
-from embodied_r.evaluation.text_rules import text_rule_predictions
+from embodied_r.evaluation.text_rule_baseline import text_rule_predictions
 from embodied_r.methods import method_for_row
 from embodied_r.methods.embodied_r.frame_text import video_frames
 

@@ -138,3 +138,66 @@ def test_the_oracle_backend_is_found_by_name() -> None:
 
     backend = make_backend("oracle", dataset_dir=".")
     assert isinstance(backend, PerceptionBackend) and type(backend).__module__ == "embodied_r.sim.world.oracle_backend"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Layering: evaluation and training reach a method only through the registry (embodied_r.methods)
+# ---------------------------------------------------------------------------------------------------------
+
+# Evaluation's remaining arrows into one method's modules, each with what it imports there: Embodied-R's
+# perception pipeline, which eval runs to build rows from questions and perception (inputs, the benchmark
+# registry), the official processed files' template (embodied_r_json) and the VLM-only baseline's backend and
+# key frames (analysis, vlm_only). The list is exact, so it can only shrink.
+EVALUATION_METHOD_IMPORTS = {
+    "embodied_r.evaluation.analysis": {"embodied_r.methods.embodied_r.perception.factory"},
+    "embodied_r.evaluation.benchmarks.embodied_r_json": {"embodied_r.methods.embodied_r.prompts"},
+    "embodied_r.evaluation.benchmarks.registry": {"embodied_r.methods.embodied_r.perception.prompt_rows"},
+    "embodied_r.evaluation.inputs": {"embodied_r.methods.embodied_r.prompts",
+                                     "embodied_r.methods.embodied_r.perception.cache",
+                                     "embodied_r.methods.embodied_r.perception.factory",
+                                     "embodied_r.methods.embodied_r.perception.runner"},
+    "embodied_r.evaluation.vlm_only": {"embodied_r.methods.embodied_r.keyframes.decode",
+                                       "embodied_r.methods.embodied_r.perception.runner"},
+}
+
+
+def imports_under(package: str, target: str, itself: bool = False) -> dict[str, set[str]]:
+    """Module of ``package`` (itself or below) -> the modules below ``target`` (and ``target`` itself when
+    ``itself``) it imports, every import counted, deferred ones included."""
+    names = module_names()
+    found = {}
+    for name, path in names.items():
+        if name == package or name.startswith(package + "."):
+            hits = {m for m in imported(path, set(names)) if m.startswith(target + ".") or itself and m == target}
+            if hits:
+                found[name] = hits
+    return found
+
+
+def method_packages() -> set[str]:
+    """The methods shipped as packages under ``embodied_r.methods`` (embodied_r, robot_r1)."""
+    return {f"embodied_r.methods.{p.name}" for p in (ROOT / "methods").iterdir() if (p / "__init__.py").is_file()}
+
+
+def test_the_layering_finder_sees_deferred_imports(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text("def f():\n    from embodied_r.methods.embodied_r.prompts import get_template\n",
+                      encoding="utf-8")
+    assert imported(source, set(module_names())) == {"embodied_r.methods.embodied_r.prompts"}
+    assert {"embodied_r.methods.embodied_r", "embodied_r.methods.robot_r1"} <= method_packages()
+
+
+def test_evaluation_reaches_a_method_only_through_the_registry() -> None:
+    """Evaluation takes each row's ``Method`` (``method_for_row``) for what is one method's (its scorer, solver,
+    text rules, blind and direct prompts) and imports no module of ``embodied_r.methods`` but the registry
+    itself, apart from the exact list above."""
+    assert imports_under("embodied_r.evaluation", "embodied_r.methods") == EVALUATION_METHOD_IMPORTS
+
+
+def test_training_imports_no_evaluation_module_and_no_method_package() -> None:
+    """Training predicts and scores its held-out rows through ``embodied_r.prediction`` and
+    ``core.task_table``, which evaluation uses too; it takes a method's parts through the registry."""
+    assert imports_under("embodied_r.training", "embodied_r.evaluation", itself=True) == {}
+    into_methods = imports_under("embodied_r.training", "embodied_r.methods")
+    assert {name: hits for name, hits in into_methods.items()
+            if any(m == p or m.startswith(p + ".") for m in hits for p in method_packages())} == {}

@@ -283,3 +283,42 @@ def test_score_without_completions_refuses_nothing_to_score_and_completion_optio
         assert main(["score", "--data", str(data), "--out", str(tmp_path / "b"), flag, value]) == 2
         assert f"{flag} apply to completions, and no --completions was given" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+BAD_BYTES = {
+    "latin-1": (b'{"id": 1, "completion": "caf\xe9"}\n', "not UTF-8 text (byte 0xe9"),
+    "binary": (b"\x89PNG\r\n\x1a\n\xff\xd8\xff\xe0\x00\x10JFIF", "not UTF-8 text (byte 0x89"),
+    "nul-bytes": (b"\x00" * 32 + b"\n", "a NUL byte at character 1"),
+    "not-json": (b"<answer>B</answer>\n", "not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("kind", BAD_BYTES)
+def test_a_bad_completions_file_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  kind: str) -> None:
+    content, message = BAD_BYTES[kind]
+    line = 1 if kind in ("binary", "nul-bytes") else 2
+    completions = tmp_path / "c.jsonl"
+    completions.write_bytes(b"" if line == 1 else json.dumps({"id": 0, "completion": "x"}).encode() + b"\n")
+    with completions.open("ab") as handle:
+        handle.write(content)
+    data = f"vsibench:{write_vsibench(tmp_path / 'vsi')}"
+    assert main(["score", "--data", data, "--completions", str(completions), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert f"c.jsonl:{line}: {message}" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("kind", BAD_BYTES)
+def test_bad_prompt_rows_are_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
+    content, message = BAD_BYTES[kind]
+    row = PromptRow(id="q0", task="dir", prompt=[{"role": "user", "content": "Q"}], answer="A",
+                    options=["A. x", "B. y"])
+    data = tmp_path / "rows.jsonl"
+    data.write_bytes(json.dumps(row.to_dict()).encode() + b"\n" + content)
+    completions = write_completions(tmp_path / "c.jsonl", {"q0": "<answer>A</answer>"})
+    assert main(["score", "--data", str(data), "--completions", str(completions), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert f"rows.jsonl:2: {message}" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1

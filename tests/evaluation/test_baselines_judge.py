@@ -76,6 +76,31 @@ def test_direct_rows_keep_the_user_text() -> None:
     assert "<answer>" in direct.prompt[-1]["content"] and direct.meta["baseline"] == "direct"
 
 
+def test_the_prompt_baselines_are_the_rows_methods_and_say_so_where_it_has_none(tmp_path: Path) -> None:
+    """Robot-R1 names no text rules and no blind or direct prompt: its questions are not applicable to the
+    text rule, and the blind and direct baselines are not run on them (no Embodied-R prompt is put to them)."""
+    from embodied_r.evaluation.analysis import run_baselines
+
+    robot = [PromptRow(id=f"r{i}", task="waypoint", prompt=[{"role": "user", "content": "Where next?"}], answer="B",
+                       answer_type="choice", options=["A. x", "B. y"], meta={"prompt_version": "robot_r1_mw_v1"})
+             for i in range(2)]
+
+    def no_engine() -> None:
+        raise AssertionError("nothing is generated for rows whose method has no prompt for the baseline")
+
+    tables = run_baselines(["direct", "blind", "text-rule"], [*robot, _row(0)], tmp_path, no_engine, batch_size=2,
+                           direct_max_new_tokens=4, max_new_tokens=8)
+    for name, what in (("direct", "a direct-answer prompt"), ("blind", "a blind prompt")):
+        assert tables[name]["status"] == "not run"
+        assert tables[name]["reason"] == f"2 of 3 question(s) belong to a method without {what} (robot_r1); not run"
+    rule = tables["text-rule"]
+    assert rule["tasks"]["waypoint"]["not_applied"] == {"method robot_r1 has no text rule": 2}
+    assert rule["tasks"]["waypoint"]["rule"] == "none" and rule["tasks"]["waypoint"]["score"] == 0.5
+    assert rule["rules"]["last_action"] == "last frame's action"  # the Embodied-R row's method's rules
+    with pytest.raises(ValueError, match="method robot_r1 has no direct-answer prompt"):
+        direct_answer_rows(robot)
+
+
 class FakeJudge:
     """Answers with the last option letter the reasoning mentions (or None); records what it saw."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from embodied_r.core.intervals import bootstrap_ci, paired_difference, prediction_difference, score_interval
-from embodied_r.evaluation.metrics import task_table
+from embodied_r.core.task_table import task_table
 
 
 def test_bootstrap_interval_contains_the_mean_and_narrows_with_n() -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from embodied_r.core.scoring import mean_relative_accuracy, score_answer
-from embodied_r.evaluation.metrics import task_table
+from embodied_r.core.task_table import task_table
 
 
 @pytest.mark.parametrize("pred,target,expected", [

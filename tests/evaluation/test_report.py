@@ -7,7 +7,7 @@ import pytest
 
 from embodied_r.core.io import DataFileError
 from embodied_r.core.records import Prediction
-from embodied_r.evaluation.metrics import task_table
+from embodied_r.core.task_table import task_table
 from embodied_r.evaluation.report import build_report, training_history
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from embodied_r.core.records import PromptRow
-from embodied_r.evaluation.text_rules import text_rule_predictions, text_rule_table
+from embodied_r.evaluation.text_rule_baseline import text_rule_predictions, text_rule_table
 from embodied_r.methods.embodied_r.frame_text import video_frames
 from embodied_r.methods.embodied_r.prompts import build_reasoner_messages
 
@@ -202,7 +202,7 @@ def test_route_turns_follow_the_plan() -> None:
 
 
 def test_absolute_distance_takes_off_the_objects_depth() -> None:
-    from embodied_r.evaluation.position_rules import DEPTH_ALLOWANCE
+    from embodied_r.methods.embodied_r.position_rules import DEPTH_ALLOWANCE
 
     question = ("Measuring from the closest point of each object, what is the direct distance between the sofa and "
                 "the door (in meters)?")
@@ -309,7 +309,7 @@ def test_rules_on_a_synthetic_world(world_rows: list[PromptRow]) -> None:
 
 
 def test_floor_plan_rules_on_a_synthetic_world(world_rows: list[PromptRow]) -> None:
-    from embodied_r.evaluation.position_rules import POSITION_RULES
+    from embodied_r.methods.embodied_r.position_rules import POSITION_RULES
 
     predictions = [p for p in text_rule_predictions(world_rows) if p["task"] in POSITION_RULES]
     applied = [p for p in predictions if p["applies"]]

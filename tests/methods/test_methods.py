@@ -26,7 +26,43 @@ def test_rows_are_told_apart_by_their_recorded_version_not_their_text() -> None:
     assert method_for_row({"prompt_version": "robot_r1_mw_v1"}) is ROBOT_R1
     assert method_for_row({"prompt_version": "official"}) is EMBODIED_R
     assert method_for_row(None) is EMBODIED_R          # a user's own rows: the default method
+    assert method_for_row({"id": "q"}) is EMBODIED_R   # no recorded version: the default method too
     assert ROBOT_R1.answer_text("C") == "[[C]]" and EMBODIED_R.answer_text("C") == "C"
+
+
+def test_a_recorded_version_no_method_writes_is_an_error_naming_the_known_ones() -> None:
+    """Following the default method there would score another method's rows by Embodied-R's rules, silently."""
+    from embodied_r.core.records import RecordError
+    from embodied_r.methods.accuracy import accuracy_reward
+
+    with pytest.raises(RecordError) as error:
+        method_for_row({"prompt_version": "robot_r1_v0"})
+    message = str(error.value)
+    assert "'robot_r1_v0' is written by no known method" in message
+    assert all(v in message for m in METHODS for v in (m.name, *m.prompt_versions))
+    with pytest.raises(RecordError, match="no known method"):  # in training, through the data set's column
+        accuracy_reward(["<answer>B</answer>"], answer=["B"], options=[["A. x", "B. y"]], prompt_version=["v0"])
+    assert accuracy_reward(["<answer>B</answer>"], answer=["B"], options=[["A. x", "B. y"]],
+                           prompt_version=[None]) == [1.0]
+
+
+def test_the_methods_say_which_reference_parser_reads_their_answers() -> None:
+    """``assemble_metrics`` reports the official Embodied-R script's parser for the answers written in its
+    format, which the method says (``embodied_r_script_format``), not for Embodied-R rows by identity."""
+    from embodied_r.core.records import PromptRow
+    from embodied_r.evaluation.analysis import assemble_metrics
+    from embodied_r.evaluation.benchmarks.common import LoadReport
+    from embodied_r.evaluation.predict import score_completion
+
+    assert EMBODIED_R.embodied_r_script_format and not ROBOT_R1.embodied_r_script_format
+    rows = [PromptRow("e", "dir", [], "B", "choice", ["A. x", "B. y"], meta={"prompt_version": "official-v1"}),
+            PromptRow("r", "waypoint", [], "B", "choice", ["A. x", "B. y"], meta={"prompt_version": "robot_r1_mw_v1"})]
+    predictions = [score_completion(rows[0], "<answer>B</answer>").to_dict(),
+                   score_completion(rows[1], "<answer>[[B]]</answer>").to_dict()]
+    reference = assemble_metrics(predictions, rows, {}, {}, LoadReport())["reference"]
+    assert reference["embodied_r"] == {"dir_accuracy": 100.0, "total_accuracy": 100.0, "parser_disagreements": 0}
+    robot_only = assemble_metrics(predictions[1:], rows[1:], {}, {}, LoadReport())["reference"]
+    assert "embodied_r" not in robot_only
 
 
 def test_the_official_embodied_r_parser_is_not_applied_to_robot_r1_answers() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from embodied_r.core.records import QARecord
+from embodied_r.core.records import QARecord, RecordError
 from embodied_r.methods import Method, method_for_row, register_method, unregister_method
 
 # The whole method: a row builder, its own reward and its own scorer. Its answers are written <<X>>, and its
@@ -39,6 +39,23 @@ def score(completion, answer, answer_type, options, rule=DEFAULT_ACCURACY_RULE):
 def brevity(completions, **columns):
     return [1.0 if len(c) < 60 else 0.0 for c in completions]
 ''',
+    # Its parts of evaluation's baselines: a text rule, and the prompts of the blind and direct baselines.
+    "baselines.py": '''
+def _red_rule(row):
+    return ("B", None) if "red" in row.prompt[-1]["content"] else (None, "no colour named")
+
+
+TEXT_RULES = {"pick": ("the red one is B", _red_rule)}
+
+
+def blind(row):
+    question = row.prompt[-1]["content"]
+    return [row.prompt[0], {"role": "user", "content": question[question.index("Options:"):]}], 1
+
+
+def direct(row):
+    return [{"role": "user", "content": row.prompt[-1]["content"] + " Answer <<X>> only."}]
+''',
 }
 
 
@@ -53,7 +70,8 @@ def third_method(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         name="third", builds_rows="python -m third_method_pkg", row_builder="third_method_pkg.rows:build_row",
         prompt_versions=("third_v1",), choice_form="<<{letter}>>", rewards=("format", "accuracy", "brevity"),
         paper_recipe="recipes/third/paper.yaml", own_rewards={"brevity": "third_method_pkg.rewards:brevity"},
-        scorer="third_method_pkg.scoring:score",
+        scorer="third_method_pkg.scoring:score", text_rules="third_method_pkg.baselines:TEXT_RULES",
+        blind_prompt="third_method_pkg.baselines:blind", direct_prompt="third_method_pkg.baselines:direct",
     )
     register_method(method)  # the one registry line
     yield method
@@ -106,3 +124,32 @@ def test_a_method_is_registered_once_and_its_rewards_leave_with_it(third_method:
     assert "brevity" not in reward_table()
     with pytest.raises(RecipeError, match="unknown reward 'brevity'"):
         recipe_from_dict({"train_data": "toy:2", "rewards": ["brevity"]})
+
+
+def test_evaluation_baselines_take_the_methods_own_parts(third_method: Method) -> None:
+    """The text-rule, blind and direct baselines reach the method's own parts through the row's method; the
+    official Embodied-R parser is not applied to its answers; unregistered, its rows are an error."""
+    from embodied_r.evaluation.analysis import assemble_metrics
+    from embodied_r.evaluation.baselines import blind_rows, direct_answer_rows
+    from embodied_r.evaluation.benchmarks.common import LoadReport
+    from embodied_r.evaluation.predict import score_completion
+    from embodied_r.evaluation.text_rule_baseline import text_rule_predictions, text_rule_table
+
+    record = QARecord(id="q1", source="third", task="pick", video="", question="Which cup is red?",
+                      options=["A. left cup", "B. right cup"], answer="B", answer_type="choice")
+    row = third_method.row_builder_function()(record)
+    rule = text_rule_predictions([row])[0]
+    assert (rule["rule"], rule["parsed_answer"], rule["applies"], rule["exact"]) == ("the red one is B", "B", True,
+                                                                                     True)
+    assert text_rule_table([row])["rules"] == {"pick": "the red one is B"}
+    blind = blind_rows([row])[0]
+    assert blind.prompt[-1]["content"] == "Options: A. left cup; B. right cup"
+    assert blind.meta["blind_removed_frames"] == 1
+    assert direct_answer_rows([row])[0].prompt == [{"role": "user", "content": row.prompt[-1]["content"]
+                                                    + " Answer <<X>> only."}]
+    metrics = assemble_metrics([score_completion(row, "<answer><<B>></answer>").to_dict()], [row], {}, {}, LoadReport())
+    assert metrics["tasks"]["pick"]["score"] == 1.0 and "embodied_r" not in metrics["reference"]
+
+    unregister_method("third")
+    with pytest.raises(RecordError, match="'third_v1' is written by no known method"):
+        text_rule_predictions([row])

@@ -1,4 +1,5 @@
-"""Aggregate tables of scored predictions.
+"""The per-task table of scored predictions: what evaluation reports (``metrics.json``, every baseline)
+and the training run's held-out evaluation logs (``training.callbacks.EvalCallback``).
 
 Each prediction is scored by :mod:`embodied_r.core.scoring`, the one definition of "correct" shared
 by evaluation, the accuracy and ``open_l1`` rewards and the consistency gate.

@@ -71,7 +71,7 @@ def apply_accuracy_rule(out: Path, rows: Sequence[PromptRow], rule: str, predict
                         baseline_tables: dict[str, Any]) -> list[dict[str, Any]]:
     """The model's ``predictions`` under ``rule``, with ``out/predictions.jsonl`` and the reasoner's
     baseline files and tables brought to the same rule."""
-    from embodied_r.evaluation.metrics import task_table
+    from embodied_r.core.task_table import task_table
     from embodied_r.evaluation.predict import first_per_id
 
     by_id = {row.id: row for row in rows}

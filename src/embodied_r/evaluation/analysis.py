@@ -12,17 +12,18 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r.core.records import PromptRow
+from embodied_r.core.task_table import task_table
 from embodied_r.evaluation.baselines import (
     PRIORS,
     blind_rows,
     direct_answer_rows,
+    lacking_reason,
     not_run,
     position_bias,
     prior_baseline,
     random_baseline,
 )
 from embodied_r.evaluation.benchmarks.common import LoadReport
-from embodied_r.evaluation.metrics import task_table
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,10 @@ def run_baselines(names: Sequence[str], rows: Sequence[PromptRow], out: Path, en
             if prior_rows is not None:
                 tables[name]["fit_on"] = f"{prior_source or 'a separate prior set'} ({len(prior_rows)} questions)"
         elif name == "direct":
+            reason = lacking_reason(rows, "direct_prompt", "a direct-answer prompt")
+            if reason:
+                tables[name] = not_run("direct", reason)
+                continue
             predictions, _, _ = generate_resumable(engine_factory, direct_answer_rows(rows),
                                                 out / "baselines" / "direct.jsonl", batch_size, direct_max_new_tokens,
                                                 context=context)
@@ -89,7 +94,11 @@ def blind_baseline(rows: Sequence[PromptRow], out: Path, engine_factory: Callabl
     if images and keyframe_rows != len(rows):
         return not_run("blind", f"{images} image row(s): their video is in the images, not in frame lines that "
                                 "could be removed; not run on image rows")
-    # Key-frame rows (the VLM arm) lose their frames, lines and images together; text rows their descriptions.
+    # Key-frame rows (the VLM arm) lose their frames, lines and images together; text rows their descriptions,
+    # as their method removes them.
+    reason = None if keyframe_rows else lacking_reason(rows, "blind_prompt", "a blind prompt")
+    if reason:
+        return not_run("blind", reason)
     blind = keyframe_blind_rows(rows) if keyframe_rows else blind_rows(rows)
     # Same budget and completion prefix as the model's own pass (runner.run_eval): only the prompt differs.
     predictions, _, _ = generate_resumable(engine_factory, blind, out / "baselines" / "blind.jsonl", batch_size,
@@ -108,9 +117,9 @@ def blind_baseline(rows: Sequence[PromptRow], out: Path, engine_factory: Callabl
 
 
 def text_rule_baseline(rows: Sequence[PromptRow], out: Path) -> dict[str, Any]:
-    """``text_rules.text_rule_table``, with each row's result written to ``out/baselines/text-rule.jsonl``."""
+    """``text_rule_baseline.text_rule_table``, with each row's result written to ``out/baselines/text-rule.jsonl``."""
     from embodied_r.core.io import write_jsonl
-    from embodied_r.evaluation.text_rules import text_rule_predictions, text_rule_table
+    from embodied_r.evaluation.text_rule_baseline import text_rule_predictions, text_rule_table
 
     predictions = text_rule_predictions(rows)
     (out / "baselines").mkdir(parents=True, exist_ok=True)
@@ -211,10 +220,11 @@ def assemble_metrics(predictions: Sequence[dict[str, Any]], rows: Sequence[Promp
         table["empty_completions"] = sum(1 for p in empty if p["task"] == task)
         table["metric"] = "MRA" if any(p["task"] == task and p.get("answer_type") == "number"
                                        for p in predictions) else "accuracy"
-    # The reference harness's names and aggregation (lmms-eval), beside ours.
-    from embodied_r.methods import EMBODIED_R, method_for_row
+    # The reference harness's names and aggregation (lmms-eval), beside ours; the official Embodied-R script's
+    # parser reads only the answers of methods that write them in its format.
+    from embodied_r.methods import method_for_row
 
-    embodied_r_ids = {row.id for row in rows if method_for_row(row.meta) is EMBODIED_R}
+    embodied_r_ids = {row.id for row in rows if method_for_row(row.meta).embodied_r_script_format}
     # Merged relative-direction rows keep their level here, and the reference averages by level.
     question_types = {row.id: str(row.meta["question_type"]) for row in rows if row.meta.get("question_type")}
     metrics["reference"] = reference_metrics(predictions, embodied_r_ids, question_types)

@@ -12,11 +12,18 @@
   as ``prior`` is. The generators balance letters, so the letter prior cannot see a skew in what the
   answers say (e.g. "front-left" or "front-right" for most relative-direction answers); this one can,
   without a model.
-- ``direct``: the reasoner answering at once, without thinking (``direct_answer_messages``).
+- ``direct``: the reasoner answering at once, without thinking (``direct_answer_rows``: each row's method's
+  direct-answer prompt, ``Method.direct_prompt``).
 - ``blind``: the evaluated model answering the same questions with the frame descriptions removed
-  (``blind_rows``), with the model's own generation settings: what it gets from the question alone.
-- ``text-rule``: a deterministic rule per task over the frame descriptions (``text_rules``): what the
-  text gives away without reasoning, and the share of questions it answers exactly.
+  (``blind_rows``: each row's method's blind prompt, ``Method.blind_prompt``), with the model's own
+  generation settings: what it gets from the question alone.
+- ``text-rule``: a deterministic rule per task over the frame descriptions (``text_rule_baseline``, each
+  row's method's ``text_rules``): what the text gives away without reasoning, and the share of questions
+  it answers exactly.
+
+The prompts of ``direct`` and ``blind`` and the text rules are the row's method's, reached through
+``method_for_row``; a baseline that needs a part some rows' method lacks is not run on them, saying so
+(``lacking``).
 - ``vlm_only``: the perception VLM answering from the frames; it needs a VLM backend and is reported
   as not run otherwise.
 """
@@ -31,7 +38,8 @@ from typing import Any
 from embodied_r.core.parsing import option_letters, option_texts
 from embodied_r.core.records import Prediction, PromptRow
 from embodied_r.core.scoring import score_answer
-from embodied_r.evaluation.metrics import task_table
+from embodied_r.core.task_table import task_table
+from embodied_r.methods import method_for_row
 
 
 def _prediction(row: PromptRow, parsed: Any, score: float, completion: str = "") -> dict[str, Any]:
@@ -137,25 +145,52 @@ def prior_baseline(rows: Sequence[PromptRow], fit_rows: Sequence[PromptRow] | No
     return table
 
 
-def direct_answer_rows(rows: Sequence[PromptRow]) -> list[PromptRow]:
-    """The same questions with the no-thinking prompt (same user text, answer-only instruction)."""
-    from embodied_r.methods.embodied_r.prompts import direct_answer_messages
+def lacking(rows: Sequence[PromptRow], part: str) -> dict[str, int]:
+    """Method name -> how many of ``rows`` belong to a method whose ``part`` (a ``Method`` field such as
+    ``"blind_prompt"``) is None: the rows a baseline that needs that part cannot run on.
 
+    >>> from embodied_r.core.records import PromptRow
+    >>> lacking([PromptRow("r", "t", [], "A", "choice", meta={"prompt_version": "robot_r1_mw_v1"}),
+    ...          PromptRow("e", "t", [], "A", "choice")], "direct_prompt")
+    {'robot_r1': 1}
+    """
+    counts: Counter[str] = Counter()
+    for row in rows:
+        method = method_for_row(row.meta)
+        if getattr(method, part) is None:
+            counts[method.name] += 1
+    return dict(sorted(counts.items()))
+
+
+def lacking_reason(rows: Sequence[PromptRow], part: str, what: str) -> str | None:
+    """Why a baseline that needs each row's method's ``part`` (``what`` in words) cannot run on ``rows``, or
+    None when every row's method has one."""
+    missing = lacking(rows, part)
+    if not missing:
+        return None
+    return (f"{sum(missing.values())} of {len(rows)} question(s) belong to a method without {what} "
+            f"({', '.join(missing)}); not run")
+
+
+def direct_answer_rows(rows: Sequence[PromptRow]) -> list[PromptRow]:
+    """The same questions with the no-thinking prompt of each row's method (``Method.direct_prompt``;
+    Embodied-R's: the same user text under an answer-only instruction). A row whose method has none is a
+    ValueError (``lacking`` finds them first)."""
     out = []
     for row in rows:
-        user = next((m["content"] for m in reversed(row.prompt) if m.get("role") == "user"), "")
-        out.append(PromptRow(id=row.id, task=row.task, prompt=direct_answer_messages(user, row.options),
+        out.append(PromptRow(id=row.id, task=row.task, prompt=method_for_row(row.meta).direct_messages(row),
                              answer=row.answer, answer_type=row.answer_type, options=row.options,
                              meta={**row.meta, "baseline": "direct"}))
     return out
 
 
 def blind_rows(rows: Sequence[PromptRow]) -> list[PromptRow]:
-    r"""The same questions with the video description removed: every ``Frame k:`` block of the last user
-    message is dropped; the system prompt, the rest of the user text (question, options) and the answer
-    stay. ``meta["blind_removed_frames"]`` says how many frames were removed (0: no video text to remove;
-    the row is still asked, as it is). Image rows are returned unchanged (``has_image``): the caller
-    refuses them.
+    r"""The same questions with the video description removed by each row's method (``Method.blind_prompt``;
+    Embodied-R's drops every ``Frame k:`` block of the last user message, and the system prompt, the rest of
+    the user text (question, options) and the answer stay). ``meta["blind_removed_frames"]`` says how many
+    frames were removed (0: no video text to remove; the row is still asked, as it is). Image rows are
+    returned unchanged (``has_image``): the caller refuses them. A row whose method has no blind prompt is a
+    ValueError (``lacking`` finds them first).
 
     >>> from embodied_r.core.records import PromptRow
     >>> text = "Video content: \n<\nHeader.\nFrame 0: Observe: a sofa.\n>\nQuestion: Where?\nChoices:\nA. l"
@@ -164,25 +199,16 @@ def blind_rows(rows: Sequence[PromptRow]) -> list[PromptRow]:
     'Video content: \n<\nHeader.\n>\nQuestion: Where?\nChoices:\nA. l'
     """
     from embodied_r.core.chat import has_image
-    from embodied_r.methods.embodied_r.frame_text import video_frames
 
     out = []
     for row in rows:
-        last_user = max((i for i, m in enumerate(row.prompt) if m.get("role") == "user"), default=None)
-        content = row.prompt[last_user].get("content") if last_user is not None else None
-        if has_image(row) or not isinstance(content, str):
+        if has_image(row):
             out.append(row)
             continue
-        frames = video_frames(content)
-        if frames:
-            # The "Video content" wrapper (its header and "<" ">" in the official templates, the bare
-            # "Video content:" line in compact-v1) is left as it is: the prompt differs from the model's only
-            # by the frame descriptions, so a difference in score is theirs and not the template's.
-            content = content[:frames[0].start] + content[frames[-1].end:]
-        prompt = [dict(m, content=content) if i == last_user else dict(m) for i, m in enumerate(row.prompt)]
+        prompt, removed = method_for_row(row.meta).blind_messages(row)
         out.append(PromptRow(id=row.id, task=row.task, prompt=prompt, answer=row.answer, answer_type=row.answer_type,
                              options=row.options, meta={**row.meta, "baseline": "blind",
-                                                        "blind_removed_frames": len(frames)}))
+                                                        "blind_removed_frames": removed}))
     return out
 
 

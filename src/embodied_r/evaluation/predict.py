@@ -1,9 +1,10 @@
-"""Generating and scoring predictions: one completion -> a scored ``Prediction`` with the accuracy
-reward's parser and scorer, batches through any generation engine with the context policy applied, and
-resumable generation into a predictions file (``generate_resumable``: only the ids not there yet).
+"""Resumable generation into a predictions file (``generate_resumable``: only the ids not there yet), and
+what evaluation reads back from such files.
 
-``runner.run_eval`` (the ``eval`` command), the baselines, the VLM-only baseline and the training
-evaluation callback all predict through here.
+Scoring one completion and generating batches (``score_completion``, ``evaluate_rows``,
+``evaluate_with_engine``) live in :mod:`embodied_r.prediction`, shared with the training run's held-out
+evaluation; they are imported here so that ``runner.run_eval`` (the ``eval`` command), the baselines and
+the VLM-only baseline all predict through this module.
 """
 
 from __future__ import annotations
@@ -17,78 +18,9 @@ from embodied_r.core.io import JsonlAppender
 from embodied_r.core.records import Prediction, PromptRow
 from embodied_r.inference.context_policy import ContextPolicy
 from embodied_r.inference.generation import TransformersEngine
-from embodied_r.methods import method_for_row
+from embodied_r.prediction import evaluate_rows, evaluate_with_engine, score_completion, skipped_prediction
 
 logger = logging.getLogger(__name__)
-
-
-def score_completion(row: PromptRow, completion: str) -> Prediction:
-    """Parse and score one completion with the row's method's scorer (the accuracy reward's)."""
-    parsed, score = method_for_row(row.meta).score(row, completion)
-    return Prediction(
-        id=row.id, task=row.task, completion=completion, parsed_answer=parsed, answer=row.answer,
-        answer_type=row.answer_type, correct=score >= 1.0, score=score,
-    )
-
-
-def evaluate_rows(model: Any, tokenizer: Any, rows: Sequence[PromptRow], batch_size: int = 8,
-                  max_new_tokens: int = 256,
-                  on_predictions: Callable[[list[Prediction]], None] | None = None,
-                  completion_prefix: str = "", context: ContextPolicy | None = None,
-                  **sampling: Any) -> list[Prediction]:
-    """Generate (greedy unless sampling args say otherwise) and score every row; ``completion_prefix``
-    prefills the assistant turn (as the training recipe key of the same name) and is part of each
-    prediction's completion. Prompts are fitted by ``context`` (see ``evaluate_with_engine``)."""
-    return evaluate_with_engine(TransformersEngine(model, tokenizer), rows, batch_size=batch_size,
-                                max_new_tokens=max_new_tokens, on_predictions=on_predictions,
-                                completion_prefix=completion_prefix, context=context, **sampling)
-
-
-def skipped_prediction(row: PromptRow, record: dict[str, Any]) -> Prediction:
-    """The prediction of a row the context policy did not give to the model: unanswered, scored 0, and
-    marked (``meta.context``) so metrics count it apart from answers that failed to parse."""
-    prediction = score_completion(row, "")
-    prediction.meta["context"] = record
-    return prediction
-
-
-def evaluate_with_engine(engine: Any, rows: Sequence[PromptRow], batch_size: int = 8, max_new_tokens: int = 256,
-                         on_predictions: Callable[[list[Prediction]], None] | None = None,
-                         completion_prefix: str = "", context: ContextPolicy | None = None,
-                         **sampling: Any) -> list[Prediction]:
-    """``evaluate_rows`` over any ``generation.Engine`` (transformers or vLLM).
-
-    The context policy is applied first: a skipped row is recorded at once as unanswered, a cut one is
-    generated from what was kept; both carry ``meta.context``.
-    """
-    fitted = engine.fit([r.prompt for r in rows], max_new_tokens, completion_prefix, context)
-    predictions: list[Prediction | None] = [None] * len(rows)
-    skipped = []
-    for index, fit in enumerate(fitted):
-        if fit.skipped:
-            predictions[index] = skipped_prediction(rows[index], fit.record() or {})
-            skipped.append(predictions[index])
-    if skipped and on_predictions is not None:
-        on_predictions(skipped)
-    todo = [i for i, fit in enumerate(fitted) if not fit.skipped]
-
-    def handle(indices: list[int], completions: list[str]) -> None:
-        batch = []
-        for local, completion in zip(indices, completions):
-            index = todo[local]
-            prediction = score_completion(rows[index], completion)
-            record = fitted[index].record()
-            if record:
-                prediction.meta["context"] = record
-            predictions[index] = prediction
-            batch.append(prediction)
-        if on_predictions is not None:
-            on_predictions(batch)
-
-    if todo:
-        engine.generate_fitted([fitted[i] for i in todo], max_new_tokens, batch_size, on_batch=handle,
-                               context=context, **sampling)
-    return [p for p in predictions if p is not None]
 
 
 def generate_resumable(engine_factory: Callable[[], Any], rows: Sequence[PromptRow], path: Path, batch_size: int,
@@ -152,3 +84,7 @@ def first_per_id(records: Iterable[dict[str, Any]], key: str = "id") -> tuple[li
         seen.add(str(record[key]))
         kept.append(record)
     return kept, dropped
+
+
+__all__ = ["evaluate_rows", "evaluate_with_engine", "first_per_id", "generate_resumable", "prediction_context",
+           "score_completion", "skipped_prediction"]

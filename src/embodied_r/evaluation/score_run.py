@@ -30,7 +30,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from embodied_r.core.io import DataFileError, atomic_write_json, claimed_folder, read_json, require_file, write_jsonl
+from embodied_r.core.io import (
+    DataFileError,
+    atomic_write_json,
+    claimed_folder,
+    iter_jsonl_values,
+    read_json,
+    require_file,
+    write_jsonl,
+)
 from embodied_r.core.records import PromptRow, QARecord
 from embodied_r.evaluation.benchmarks.common import LoadReport
 
@@ -51,27 +59,21 @@ def read_completions(path: str | Path) -> dict[str, str]:
     path = require_file(path, "completions file")
     completions: dict[str, str] = {}
     first_line: dict[str, int] = {}
-    with path.open("r", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            qid, completion = _completion_line(path, number, line)
-            if qid in completions:
-                raise DataFileError(f"{path}:{number}: id {qid!r} already given on line {first_line[qid]}; "
-                                    "keep one completion per question")
-            completions[qid] = completion
-            first_line[qid] = number
+    # core.io reads the lines: a line that is not UTF-8, binary or not JSON is an error naming its line.
+    for number, value in iter_jsonl_values(path, tolerate_torn_tail=False):
+        qid, completion = _completion_line(path, number, value)
+        if qid in completions:
+            raise DataFileError(f"{path}:{number}: id {qid!r} already given on line {first_line[qid]}; "
+                                "keep one completion per question")
+        completions[qid] = completion
+        first_line[qid] = number
     if not completions:
         raise DataFileError(f"{path}: holds no completions (expected one {{\"id\", \"completion\"}} object per line)")
     return completions
 
 
-def _completion_line(path: Path, number: int, line: str) -> tuple[str, str]:
+def _completion_line(path: Path, number: int, obj: Any) -> tuple[str, str]:
     where = f"{path}:{number}"
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DataFileError(f"{where}: not valid JSON ({exc})") from exc
     if not isinstance(obj, dict) or "id" not in obj or "completion" not in obj:
         raise DataFileError(f"{where}: expected an object with \"id\" and \"completion\"")
     qid, completion = obj["id"], obj["completion"]

@@ -108,7 +108,7 @@ def solver_table(rows: Sequence[PromptRow],
     >>> t["applicable"], t["ceiling"], t["copy"], t["not_applicable"], t["detail"], t["score"]
     (0.0, None, None, {'method robot_r1 has no solver': 1}, {'missing': 1}, 0.0)
     """
-    from embodied_r.evaluation.metrics import task_table
+    from embodied_r.core.task_table import task_table
 
     predictions = list(predictions) if predictions is not None else solver_predictions(rows)
     table = task_table(predictions)

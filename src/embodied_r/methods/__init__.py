@@ -5,6 +5,8 @@ Training and evaluation take a :class:`Method` and never import one method's mod
 imported when asked for, so importing this package stays cheap and following one method's rows never
 imports another method. A prompt row records the prompt version it was built with
 (``meta["prompt_version"]``); the method is looked up from that, so nothing reads prompt text to guess it.
+Rows without a recorded version (a user's own prompt file, toy rows) follow the default method; a version no
+method writes is an error.
 
 - Embodied-R (Zhao et al., 2025): the reasoner reads frame descriptions and answers with the option's
   bare letter inside ``<answer>``; trained with format, accuracy and consistency in three stages.
@@ -24,6 +26,14 @@ Adding a method is a package under ``methods/`` plus one ``Method(...)`` line in
 ('paper', ['consistency'])
 >>> ROBOT_R1.solve(PromptRow("q", "t", [], "A", "choice", ["A. x", "B. y"]))
 Solved(answer=None, reason='method robot_r1 has no solver', copy=False)
+>>> ROBOT_R1.text_rule(PromptRow("q", "t", [], "A", "choice", ["A. x", "B. y"]))
+('none', None, 'method robot_r1 has no text rule')
+>>> method_for_version(None) is DEFAULT_METHOD  # no recorded version: the default method
+True
+>>> method_for_version("v9")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+embodied_r.core.records.RecordError: prompt version 'v9' is written by no known method (embodied_r: official, ...
 """
 
 from __future__ import annotations
@@ -33,12 +43,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from embodied_r.core.records import PromptRow
+from embodied_r.core.records import PromptRow, RecordError
 from embodied_r.core.scoring import DEFAULT_ACCURACY_RULE, Scored
 from embodied_r.core.solving import Solved
 
 # The one scorer of core.scoring, which reads both built-in methods' answer forms (core.parsing).
 CORE_SCORER = "embodied_r.core.scoring:score_completion"
+# The rule name of a row without a text rule (its task has none, or its method has no text rules).
+NO_TEXT_RULE = "none"
 
 
 def import_path(path: str) -> Any:
@@ -94,6 +106,22 @@ class Method:
     # the text determines the answer (and says why not elsewhere, never guessing): the ``solver`` baseline of
     # evaluation. None: the method has none, and its rows count as not applicable.
     solver: str | None = None
+    # ``{task: (rule name, fn(row) -> (answer, reason))}``: a simple deterministic rule per task over the row's
+    # prompt text, the ``text-rule`` baseline of evaluation (what the text gives away without reasoning); a rule
+    # returns reason None where it applies, and no answer and why not where it does not. None: the method has
+    # none, and its rows count as not applicable.
+    text_rules: str | None = None
+    # ``fn(row) -> (prompt, removed)``: the row's prompt without its video's text, and how many frames that
+    # removed (0: the prompt holds none, and is asked as it is): the ``blind`` baseline of evaluation. Rows with
+    # images never reach it. None: the method has none, and the blind baseline is not run on its rows.
+    blind_prompt: str | None = None
+    # ``fn(row) -> prompt``: the row's question asked to be answered at once, without thinking: the ``direct``
+    # baseline of evaluation. None: the method has none, and the direct baseline is not run on its rows.
+    direct_prompt: str | None = None
+    # Its completions are written as Embodied-R's official evaluation script reads them (the option's bare
+    # letter in ``<answer>``), so evaluation reports that script's parser beside its own (``reference.embodied_r``
+    # of metrics.json, evaluation/reference_names.py); other forms (Robot-R1's ``[[X]]``) it cannot read.
+    embodied_r_script_format: bool = False
 
     def answer_text(self, letter: str) -> str:
         """How this method's prompts ask a chosen option to be written inside ``<answer>``."""
@@ -125,6 +153,36 @@ class Method:
                             "it must return embodied_r.core.solving.Solved")
         return solved
 
+    def text_rule_names(self) -> dict[str, str]:
+        """Task -> the name of this method's text rule for it (``text_rules``; empty without them)."""
+        if self.text_rules is None:
+            return {}
+        return {task: name for task, (name, _) in import_path(self.text_rules).items()}
+
+    def text_rule(self, row: PromptRow) -> tuple[str, Any, str | None]:
+        """(rule name, answer, reason): what this method's text rule for ``row``'s task makes of its text,
+        reason None where it applies. A task without a rule, or a method without text rules, gives rule
+        :data:`NO_TEXT_RULE`, no answer and the reason."""
+        if self.text_rules is None:
+            return NO_TEXT_RULE, None, f"method {self.name} has no text rule"
+        name, rule = import_path(self.text_rules).get(row.task, (NO_TEXT_RULE, None))
+        if rule is None:
+            return NO_TEXT_RULE, None, f"no rule for task {row.task}"
+        answer, reason = rule(row)
+        return name, answer, reason
+
+    def blind_messages(self, row: PromptRow) -> tuple[list[dict[str, Any]], int]:
+        """``row``'s prompt without its video's text and the number of frames removed (``blind_prompt``)."""
+        if self.blind_prompt is None:
+            raise ValueError(f"method {self.name} has no blind prompt (row {row.id})")
+        return import_path(self.blind_prompt)(row)
+
+    def direct_messages(self, row: PromptRow) -> list[dict[str, Any]]:
+        """``row``'s question asked for the answer alone, without thinking (``direct_prompt``)."""
+        if self.direct_prompt is None:
+            raise ValueError(f"method {self.name} has no direct-answer prompt (row {row.id})")
+        return import_path(self.direct_prompt)(row)
+
 
 EMBODIED_R = Method(
     name="embodied_r",
@@ -139,6 +197,10 @@ EMBODIED_R = Method(
     toy_rows="embodied_r.methods.embodied_r.toy:toy_prompt_rows",
     think_quote="embodied_r.methods.embodied_r.evidence:think_quote",
     solver="embodied_r.methods.embodied_r.solver:solve_row",
+    text_rules="embodied_r.methods.embodied_r.text_rules:TEXT_RULES",
+    blind_prompt="embodied_r.methods.embodied_r.baseline_prompts:blind_prompt",
+    direct_prompt="embodied_r.methods.embodied_r.baseline_prompts:direct_answer_prompt",
+    embodied_r_script_format=True,
 )
 ROBOT_R1 = Method(
     name="robot_r1",
@@ -186,18 +248,26 @@ def prompt_versions() -> list[str]:
 
 
 def method_for_version(version: str | None) -> Method:
-    """The method whose prompt builders write ``version``; rows without a recorded (or a known) version
-    follow :data:`DEFAULT_METHOD`."""
+    """The method whose prompt builders write ``version``; rows without a recorded version (None) follow
+    :data:`DEFAULT_METHOD`. A version that no method writes is a RecordError naming the known ones: following
+    the default method's conventions there would score another method's rows by the wrong rules, silently."""
+    if version is None:
+        return DEFAULT_METHOD
     for method in all_methods():
         if version in method.prompt_versions:
             return method
-    return DEFAULT_METHOD
+    known = "; ".join(f"{m.name}: {', '.join(m.prompt_versions)}" for m in all_methods())
+    raise RecordError(f"prompt version {version!r} is written by no known method ({known}); rebuild the rows "
+                      "with one of these, remove meta.prompt_version to follow the default method "
+                      f"({DEFAULT_METHOD.name}), or register the method that writes it "
+                      "(embodied_r.methods.register_method)")
 
 
 def method_for_row(meta: Mapping[str, Any] | None) -> Method:
-    """The method of a prompt row, from its ``meta``."""
+    """The method of a prompt row, from its ``meta["prompt_version"]`` (:func:`method_for_version`)."""
     return method_for_version((meta or {}).get("prompt_version"))
 
 
-__all__ = ["DEFAULT_METHOD", "EMBODIED_R", "METHODS", "Method", "ROBOT_R1", "all_methods", "import_path",
-           "method_for_row", "method_for_version", "prompt_versions", "register_method", "unregister_method"]
+__all__ = ["DEFAULT_METHOD", "EMBODIED_R", "METHODS", "NO_TEXT_RULE", "Method", "ROBOT_R1", "all_methods",
+           "import_path", "method_for_row", "method_for_version", "prompt_versions", "register_method",
+           "unregister_method"]

@@ -8,6 +8,8 @@ LM reasons over that text and is trained with GRPO.
   ``embodied_r.methods.format`` and ``.accuracy``; the three-stage weights, ``embodied_r.training.schedule``);
 - ``toy``: smoke-test rows (``train_data: toy:N``); ``evidence``: the quotes a format warm-up think opens with;
 - ``cascade``: the deployed pipeline on one video (key frames -> perception -> reasoner), ``embodied-r answer``;
+- ``text_rules`` (with ``position_rules``), ``baseline_prompts``: its parts of evaluation's text-rule, blind and
+  direct baselines; ``solver``: the exact solver over the prompt text;
 - the task object (how rows are built, recognised, rewarded and scored) is ``embodied_r.methods.EMBODIED_R``.
 
 Nothing is imported here; import the submodule you need.

@@ -1,7 +1,7 @@
 """Reading the perception text of an Embodied-R reasoner prompt: its ``Frame k:`` blocks, the objects
 they mention, and the object a question asks about.
 
-Shared by the text-rule baseline (evaluation/text_rules.py), which answers from this text, and the
+Shared by the method's text rules (text_rules.py, position_rules.py), which answer from this text, and the
 warm-up's evidence quote (evidence.py), which copies the part of it an answer depends on.
 
 An object is *mentioned* where an indefinite noun phrase names it, ``a|an`` plus up to three describing

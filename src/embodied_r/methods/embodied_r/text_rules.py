@@ -1,9 +1,11 @@
-"""The text-rule baseline: per task, a simple deterministic rule that reads the perception text.
+"""Embodied-R's text rules: per task, a simple deterministic rule that reads the perception text.
 
-A reasoner that scores no better than these rules has not shown that it reasons; a task where a rule
-is often exactly right is one whose answer the frame descriptions spell out (its **answerable
-ceiling**). The rules read only the ``Frame k: ...`` lines of a prompt's last user message and the
-question's options:
+They are the method's ``text_rules`` (``Method.text_rules``, :data:`TEXT_RULES`), which evaluation's
+text-rule baseline (evaluation/text_rule_baseline.py) reaches through each row's method. A reasoner that
+scores no better than these rules has not shown that it reasons; a task where a rule is often exactly right
+is one whose answer the frame descriptions spell out (its **answerable ceiling**). The rules read only the
+``Frame k: ...`` lines of a prompt's last user message and the question's options (a prompt without frame
+lines: no rule applies):
 
 - ``last_action``: the option equal to the action that opens the last frame (``After <action>``).
 - ``obj_appearance_order``: the option listing the categories in the order of the frame in which each
@@ -29,28 +31,33 @@ question's options:
   not mentioned in the last frame has none: the rule does not apply.
 - relative distance, relative direction (easy, medium, hard), route planning and absolute distance:
   the named objects placed on a floor plan from one frame's bearing words and distances
-  (evaluation/position_rules.py).
+  (position_rules.py).
 - every other task (object and room size: the text states no sizes): no rule.
 
 What counts as a mention of an object, and how the frames are read, is methods/embodied_r/frame_text.py.
 
-Scoring (``text_rule_table``): a row where the rule applies is scored with ``core.scoring.score_answer``
-like a model's answer; where it does not, a choice row scores the uniform guess's expectation
-1/#options (what a reader without the rule would get on average) and a numeric row 0 (there is no
-guess without an answer).
+How a rule's answer is scored, and a row where no rule applies, is the baseline's
+(evaluation/text_rule_baseline.py).
+
+>>> text = "Frame 0: Observe: a sofa.\\nFrame 1: After Rotate left, Observe: a door.\\nQuestion: Which action?"
+>>> row = PromptRow("q", "last_action", [{"role": "user", "content": text}], "B", "choice",
+...                 ["A. Rotate right", "B. Rotate left"])
+>>> name, rule = TEXT_RULES["last_action"]
+>>> name, rule(row)
+("last frame's action", ('B', None))
+>>> rule(PromptRow("r", "last_action", [{"role": "user", "content": "Question: Which action?"}], "B", "choice"))
+(None, 'no frame lines in the prompt')
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from embodied_r.core.parsing import option_texts
-from embodied_r.core.records import Prediction, PromptRow
-from embodied_r.core.scoring import score_answer
-from embodied_r.evaluation.position_rules import POSITION_RULES
+from embodied_r.core.records import PromptRow
 from embodied_r.methods.embodied_r.frame_text import (
     QUADRANT_WORDS,
     Frame,
@@ -63,6 +70,7 @@ from embodied_r.methods.embodied_r.frame_text import (
     user_text,
     video_frames,
 )
+from embodied_r.methods.embodied_r.position_rules import POSITION_RULES
 
 # ---------------------------------------------------------------------------------------------------
 # The rules: each returns (answer, None) when it applies, or (None, reason) when it does not
@@ -167,87 +175,23 @@ RULES: dict[str, tuple[str, Rule]] = {
 
 
 # ---------------------------------------------------------------------------------------------------
-# Predictions and the table
+# The method's text rules: each reads its row's frames
 # ---------------------------------------------------------------------------------------------------
 
-
-def _guess_score(row: PromptRow) -> float:
-    # A reader without the rule guesses: the uniform guess's expectation for a choice, nothing for a number.
-    return 1.0 / len(row.options) if row.answer_type == "choice" and row.options else 0.0
+RowRule = Callable[[PromptRow], Outcome]
 
 
-def _same_answer(answer: Any, row: PromptRow) -> bool:
-    if row.answer_type == "number":
-        return float(answer) == float(row.answer)
-    return str(answer).strip().upper() == str(row.answer).strip().upper()
+def _on_frames(rule: Rule) -> RowRule:
+    """``rule`` over the frames of its row's prompt; a prompt without frame lines: the rule does not apply."""
 
-
-def text_rule_predictions(rows: Sequence[PromptRow]) -> list[dict[str, Any]]:
-    """One scored prediction per row with ``rule``, ``applies``, ``reason`` (None when it applies) and
-    ``exact`` (the rule gives exactly the gold answer).
-
-    >>> from embodied_r.core.records import PromptRow
-    >>> text = "Frame 0: Observe: a sofa.\\nFrame 1: After Rotate left, Observe: a door.\\nQuestion: Which action?"
-    >>> row = PromptRow("q", "last_action", [{"role": "user", "content": text}], "B", "choice",
-    ...                 ["A. Rotate right", "B. Rotate left"])
-    >>> p = text_rule_predictions([row])[0]
-    >>> p["parsed_answer"], p["score"], p["applies"]
-    ('B', 1.0, True)
-    >>> other = text_rule_predictions([PromptRow("r", "room_size_estimation", [], 20.0, "number")])[0]
-    >>> other["applies"], other["reason"], other["score"]
-    (False, 'no rule for task room_size_estimation', 0.0)
-    """
-    out = []
-    for row in rows:
-        name, rule = RULES.get(row.task, ("none", None))
+    def on_row(row: PromptRow) -> Outcome:
         frames = video_frames(user_text(row))
-        if rule is None:
-            answer, reason = None, f"no rule for task {row.task}"
-        elif not frames:
-            answer, reason = None, "no frame lines in the prompt"
-        else:
-            answer, reason = rule(row, frames)
-        applies = reason is None
-        score = score_answer(answer, row.answer, row.answer_type) if applies else _guess_score(row)
-        exact = applies and _same_answer(answer, row)
-        prediction = Prediction(id=row.id, task=row.task, completion="", parsed_answer=answer, answer=row.answer,
-                                answer_type=row.answer_type, correct=score >= 1.0, score=score).to_dict()
-        prediction.update({"rule": name, "applies": applies, "reason": reason, "exact": bool(exact)})
-        out.append(prediction)
-    return out
+        if not frames:
+            return None, "no frame lines in the prompt"
+        return rule(row, frames)
+
+    return on_row
 
 
-def text_rule_table(rows: Sequence[PromptRow],
-                    predictions: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Per task: ``n``, ``n_applies``, ``score`` (with its interval), the ``rule`` (``none`` for a task
-    without one), the answerable ``ceiling`` (share of the task's questions where the rule applies and
-    is exactly right; None without a rule) and why it did not apply (``not_applied``, counts by reason).
-    ``overall`` adds ``n_applies`` and the ceiling over the questions of tasks with a rule.
-
-    >>> from embodied_r.core.records import PromptRow
-    >>> table = text_rule_table([PromptRow("r", "object_size_estimation", [], 90.0, "number")])
-    >>> table["tasks"]["object_size_estimation"]["rule"], table["tasks"]["object_size_estimation"]["ceiling"]
-    ('none', None)
-    """
-    from embodied_r.evaluation.metrics import task_table
-
-    predictions = list(predictions) if predictions is not None else text_rule_predictions(rows)
-    table = task_table(predictions)
-    by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for prediction in predictions:
-        by_task[str(prediction["task"])].append(prediction)
-    for task, items in by_task.items():
-        rule = items[0]["rule"]
-        table["tasks"][task].update({
-            "rule": rule, "n_applies": sum(p["applies"] for p in items),
-            "ceiling": None if rule == "none" else sum(p["exact"] for p in items) / len(items),
-            "not_applied": dict(Counter(str(p["reason"]).split(":")[0] for p in items if not p["applies"])),
-        })
-    ruled = [p for p in predictions if p["rule"] != "none"]
-    table["overall"].update({"n_applies": sum(p["applies"] for p in predictions), "n_with_rule": len(ruled),
-                             "ceiling": sum(p["exact"] for p in ruled) / len(ruled) if ruled else None})
-    table.update({"name": "text-rule", "status": "ok",
-                  "note": "a deterministic rule per task over the frame descriptions; where it does not apply a "
-                          "choice scores 1/#options and a number 0",
-                  "rules": {task: name for task, (name, _) in RULES.items()}})
-    return table
+# ``Method.text_rules`` of Embodied-R: task -> (rule name, ``fn(row) -> (answer, reason)``).
+TEXT_RULES: dict[str, tuple[str, RowRule]] = {task: (name, _on_frames(rule)) for task, (name, rule) in RULES.items()}
