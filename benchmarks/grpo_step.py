@@ -26,11 +26,18 @@ entry, once with TRL's own sampling and per-row update and once with the shared 
 group's prompt encoded once before sampling, training/prefix_generation.py, and in the update), on
 ``--data`` prompt rows.
 
+With ``--self-check`` it runs the demo's recipe as ``--whole-step`` does, with both shared-prefix settings at
+``auto`` (the default): the first step checks each fast path against TRL's and times both
+(training/path_choice.py). It prints what that costs as a share of a 30-step run: the check and timing's
+measured wall time (``cost_s`` in the run's record) against 30 x the mean time of the steps after the first
+(which have no check) plus that cost, and step 1's excess over the later steps as a second estimate.
+
     python benchmarks/grpo_step.py                       # SmolLM2-135M, 3 steps each, 8 completions x 64 tokens
     python benchmarks/grpo_step.py --model PATH --steps 5 --json out.json
     python benchmarks/grpo_step.py --shared-prefix       # 2x4 and 4x8, 700-token prompts, 96-token completions
     python benchmarks/grpo_step.py --shared-prefix --shapes 2x4 --repeats 1 --prompt-tokens 300
     python benchmarks/grpo_step.py --whole-step --shapes 2x4 --data runs/learning/train.jsonl --steps 4
+    python benchmarks/grpo_step.py --self-check --shapes 2x4 --completion-tokens 32 --steps 3
 """
 
 from __future__ import annotations
@@ -141,6 +148,53 @@ def whole_steps(model_path: str, args: argparse.Namespace, out: Path) -> dict[st
         del trainer, context
         gc.collect()
     return results
+
+
+def self_check_cost(model_path: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """The demo's recipe for ``--steps`` steps with both shared-prefix settings at auto: the record of the
+    first step's checks and timings, and the step times."""
+    from embodied_r.demo import DemoSize, training_recipe
+    from embodied_r.training.grpo import build_trainer
+    from embodied_r.training.recipe import recipe_from_dict
+
+    if args.steps < 2:
+        raise SystemExit("--self-check needs --steps >= 2 (the steps after the first give the step time)")
+    prompts, generations = parse_shape(args.shapes.split(",")[0])
+    recipe = training_recipe(out, DemoSize(0, 0, 0, args.steps, 0, args.completion_tokens), model_path)
+    recipe.update(
+        train_data=args.data or f"toy:{args.rows}", output_dir=str(out / "auto"), dtype=args.dtype,
+        format_warmup=None, rewards=["format", "accuracy"], reward_schedule=None, reward_weights=[0.2, 0.8],
+        judge={"probe": None, "allow_weak": False}, report_to="none", save_strategy="no", sample_completions=0,
+        num_generations=generations, per_device_train_batch_size=prompts * generations,
+        shared_prefix_update="auto", shared_prefix_generation="auto",
+    )
+    trainer, context = build_trainer(recipe_from_dict(recipe, source="benchmark"))
+    trainer.train()
+    steps = context["timer"].steps
+    record = trainer.fast_paths
+    later = statistics.mean(s["step_s"] for s in steps[1:])
+    check_s = sum(entry["cost_s"] for entry in record.values())
+    return {"fast_paths": record, "steps": steps, "check_s": check_s, "step_s": later,
+            "first_step_excess_s": steps[0]["step_s"] - later,
+            "share_of_30_steps": check_s / (30 * later + check_s)}
+
+
+def print_self_check(results: dict[str, Any], args: argparse.Namespace) -> None:
+    print(f"\nfirst-step self-check and timing (auto), shape {args.shapes.split(',')[0]}, data {args.data or 'toy'}, "
+          f"dtype {args.dtype}, <= {args.completion_tokens} new tokens")
+    from embodied_r.training.path_choice import describe_check
+
+    for name, entry in results["fast_paths"].items():
+        timings = entry["timings_s"] or {}
+        print(f"shared_prefix_{name}: {entry['path']} (check {describe_check(entry['check'])}; "
+              f"shared-prefix {timings.get('shared-prefix', float('nan')):.4f} s, per-row "
+              f"{timings.get('per-row', float('nan')):.4f} s, {entry.get('timing_rounds')} round(s); "
+              f"check + timing {entry['cost_s']:.2f} s)")
+    later, check = results["step_s"], results["check_s"]
+    print(f"step time (steps 2..{args.steps}, no check): {later:.2f} s; check + timing: {check:.2f} s "
+          f"(step 1 took {results['first_step_excess_s']:+.2f} s more than the later steps)")
+    print(f"self-check share of a 30-step run: {100 * results['share_of_30_steps']:.1f}% "
+          f"({check:.2f} s of {30 * later + check:.1f} s)")
 
 
 def print_whole_steps(results: dict[str, Any], args: argparse.Namespace) -> None:
@@ -364,8 +418,13 @@ def main() -> None:
     parser.add_argument("--whole-step", action="store_true",
                         help="time whole steps of the demo's recipe with TRL's sampling and update and with the shared "
                         "prefix in both (the first --shapes entry, --completion-tokens, --data rows)")
-    parser.add_argument("--data", default=None, help="with --whole-step: prompt rows (.jsonl; default: toy rows)")
-    parser.add_argument("--dtype", default="float32", help="with --whole-step: auto | bfloat16 | float32")
+    parser.add_argument("--self-check", action="store_true",
+                        help="run the demo's recipe with the shared-prefix settings at auto and print the first "
+                        "step's self-check and timing cost as a share of a 30-step run")
+    parser.add_argument("--data", default=None,
+                        help="with --whole-step / --self-check: prompt rows (.jsonl; default: toy rows)")
+    parser.add_argument("--dtype", default="float32",
+                        help="with --whole-step / --self-check: auto | bfloat16 | float32")
     parser.add_argument("--shapes", default="2x4,4x8", help="PROMPTSxGENERATIONS, comma-separated")
     parser.add_argument("--prompt-tokens", type=int, default=700)
     parser.add_argument("--completion-tokens", type=int, default=96, help="the demo's max_completion_length")
@@ -387,6 +446,7 @@ def main() -> None:
     torch.manual_seed(0)
     model_path = resolve_model_path(args.model)
     for wanted, key, measure, show in ((args.whole_step, "whole_step", whole_steps, print_whole_steps),
+                                       (args.self_check, "self_check", self_check_cost, print_self_check),
                                        (args.shared_prefix, "shared_prefix", shared_prefix_comparison,
                                         print_shared_prefix)):
         if wanted:

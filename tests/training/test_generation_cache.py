@@ -16,7 +16,9 @@ from embodied_r.training.recipe import load_recipe
 
 def forward_shapes(tiny_recipe, shared: bool) -> list[tuple[int, int]]:
     """(rows, tokens) of every no-grad forward of one training step's sampling."""
-    recipe = load_recipe(tiny_recipe(max_steps=1, max_completion_length=6, shared_prefix_generation=shared))
+    # The update's first-step check and timing (no-grad passes) are left out; sampling is forced either way.
+    recipe = load_recipe(tiny_recipe(max_steps=1, max_completion_length=6, shared_prefix_generation=shared,
+                                     shared_prefix_update=False))
     trainer, _ = build_trainer(recipe)
     assert trainer.model.config.use_cache is False  # what makes the guard necessary
     shapes: list[tuple[int, int]] = []
@@ -47,8 +49,12 @@ def prefills_and_decodes(shapes: list[tuple[int, int]]) -> list[list[tuple[int, 
 def test_rollouts_feed_one_new_token_per_forward(tiny_recipe, shared: bool) -> None:
     shapes = forward_shapes(tiny_recipe, shared)
     runs = prefills_and_decodes(shapes)
-    assert len(runs) == 1, f"forward shapes {shapes}"
-    (prefill, *decode), = runs
+    # Under true the first step's self-check runs before the rollout: a one-token warm-up call, then the first
+    # group decoded greedily both ways.
+    assert len(runs) == (4 if shared else 1), f"forward shapes {shapes}"
+    for check in runs[:-1]:
+        assert {tokens for _, tokens in check[1:]} <= {1}, f"the check re-reads the sequence: {shapes}"
+    prefill, *decode = runs[-1]
     # TRL's path prefills all 4 rows of the tiny recipe (2 prompts x 2 completions); the shared path
     # prefills the 2 distinct prompts, then decodes every row together.
     assert prefill[0] == (2 if shared else 4) and prefill[1] > 1 and decode, f"forward shapes {shapes}"

@@ -88,6 +88,10 @@ def _recipe(path: Path, **values: Any) -> Path:
         "judge": {"model": "policy", "allow_weak": True},  # 2 choice rows cannot make a probe's 16 cases
         "reward_schedule": None,
         "report_to": "none",
+        # Both layouts on the shared-prefix paths: under auto each run would keep whichever its first step
+        # timed faster, and the comparison is of process layouts, not of paths.
+        "shared_prefix_update": True,
+        "shared_prefix_generation": True,
     }
     path.write_text(yaml.safe_dump({**base, **values}), encoding="utf-8")
     return path

@@ -89,9 +89,12 @@ def test_training_samples_through_the_shared_path_and_the_switch_turns_it_off(ti
 
     monkeypatch.setattr(prefix_generation, "generate_sharing_prompts", record)
     caplog.set_level(logging.INFO, logger="embodied_r.training.trainer")
-    summary = train(load_recipe(tiny_recipe(rewards=[varying_reward], max_steps=2)))
+    # true: the shared path whatever the first step's timing says (auto is tests/training/test_path_choice.py).
+    summary = train(load_recipe(tiny_recipe(rewards=[varying_reward], max_steps=2, shared_prefix_generation=True)))
     assert summary["global_step"] == 2
-    assert calls and all(n == 4 for n in calls)  # the tiny recipe's batch: 2 prompts x 2 completions
+    # The first step's self-check (the first group's 2 rows, greedy), then each step's batch: the tiny
+    # recipe's 2 prompts x 2 completions.
+    assert calls == [2, 4, 4]
     assert not [r for r in caplog.records if "shared-prefix generation not used" in r.getMessage()]
 
     calls.clear()

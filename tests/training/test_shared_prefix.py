@@ -333,8 +333,9 @@ def test_a_short_training_run_uses_the_shared_prefix_path(tiny_recipe, varying_r
 
     monkeypatch.setattr(ReasonerGRPOTrainer, "__init__", keep)
     monkeypatch.setattr(shared_prefix, "shared_prefix_logps", record)
+    # true: the shared path whatever the first step's timing says (auto is tests/training/test_path_choice.py).
     recipe = load_recipe(tiny_recipe(rewards=[varying_reward, "format"], beta=0.04, num_iterations=2,
-                                     save_steps=100))
+                                     save_steps=100, shared_prefix_update=True))
     summary = train(recipe)
     assert summary["global_step"] == 2 and math.isfinite(summary["train_loss"])
     assert (True, False) in calls  # reference model

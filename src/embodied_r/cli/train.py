@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 HELP = "train the reasoner with GRPO (format / accuracy / consistency rewards, staged weights)"
 DESCRIPTION = ("Train a small LM with GRPO (TRL) on prompt rows. Recipe keys are TRL GRPOConfig fields "
@@ -23,6 +24,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a dress rehearsal: check every value, the batch geometry for --num-processes and "
                         "TRL's GRPOConfig, print the resolved recipe (YAML) and the global batch; loads no model "
                         "or data")
+    parser.add_argument("--check-paths", action="store_true",
+                        help="load the model and the first batch, check the shared-prefix update and sampling "
+                        "against TRL's per-row paths and time both (as a run's first step does with "
+                        "shared_prefix_update / shared_prefix_generation: auto), print the result and stop; "
+                        "exit status 1 when a check fails. Trains nothing")
     parser.add_argument("--num-processes", type=int, default=None, metavar="N",
                         help="with --check: the processes (GPUs) the run will have (default: the launcher's, "
                         "else 1)")
@@ -60,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
     from embodied_r.judge.judges import JudgeError
     from embodied_r.training.grpo import train, warm_up_only
 
+    if args.check_paths:
+        return _check_paths(recipe)
+
     if args.warmup_only:
         from embodied_r.training.warmup import WarmupError
 
@@ -86,7 +95,33 @@ def run(args: argparse.Namespace) -> int:
         for key, value in last.items()
         if key.startswith(("rewards/", "reward", "completions/mean"))
     ]
+    for name, entry in (summary.get("fast_paths") or {}).items():  # training/path_choice.py
+        rows.append([f"shared_prefix_{name}", f"{entry['path'] or 'not decided'} ({entry['setting']})"])
     for result in summary.get("eval", []):
         rows.append([f"held-out score @ step {result['step']}", result["score"]])
     print_table(f"GRPO run in {summary['output_dir']}", ["", "value"], rows)
     return 0
+
+
+def _check_paths(recipe: Any) -> int:
+    """``train --check-paths``: the fast paths' checks and timings on the first batch, as a table."""
+    from embodied_r.cli.common import CLIError, print_table
+    from embodied_r.judge.judges import JudgeError
+    from embodied_r.training.grpo import check_paths
+    from embodied_r.training.path_choice import describe_check
+    from embodied_r.training.recipe import RecipeError
+
+    try:
+        record = check_paths(recipe)
+    except (RecipeError, JudgeError) as exc:
+        raise CLIError(str(exc)) from exc
+    rows = []
+    for name, entry in record.items():
+        timings = entry.get("timings_s") or {}
+        rows.append([f"shared_prefix_{name}", entry["setting"], entry["path"] or "-", describe_check(entry["check"]),
+                     *(f"{timings[k]:.4g}" if k in timings else "-" for k in ("shared-prefix", "per-row")),
+                     entry["reason"]])
+    print_table("fast paths on the first batch", ["key", "setting", "path", "check", "shared-prefix s", "per-row s",
+                                                  "why"], rows)
+    failed = [name for name, entry in record.items() if entry["check"] and not entry["check"]["passed"]]
+    return 1 if failed else 0

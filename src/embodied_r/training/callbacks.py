@@ -181,13 +181,13 @@ def zero_variance_shares(rewards: Any, num_generations: int, names: list[str]) -
 
 
 # ---------------------------------------------------------------------------------------------------
-# Held-out evaluation with the evaluation code
+# Held-out evaluation with the evaluation's generation and scoring (embodied_r.prediction)
 # ---------------------------------------------------------------------------------------------------
 
 
 class EvalCallback(TrainerCallback):
-    """Scores held-out prompt rows with ``evaluation.predict.evaluate_rows`` (greedy) before training,
-    every ``every_steps`` optimizer steps, and at the end; writes ``eval.jsonl`` and predictions."""
+    """Scores held-out prompt rows with ``prediction.evaluate_rows`` (greedy, as ``eval`` does) before
+    training, every ``every_steps`` optimizer steps, and at the end; writes ``eval.jsonl`` and predictions."""
 
     def __init__(self, rows: list[Any], out_dir: str | Path, every_steps: int = 0, batch_size: int = 8,
                  max_new_tokens: int = 256, completion_prefix: str = "", context: Any = None) -> None:
@@ -203,8 +203,8 @@ class EvalCallback(TrainerCallback):
         return {int(r["step"]) for r in JsonlAppender(path).existing()} if path.exists() else set()
 
     def evaluate(self, model: Any, tokenizer: Any, step: int) -> dict[str, Any]:
-        from embodied_r.evaluation.metrics import task_table
-        from embodied_r.evaluation.predict import evaluate_rows
+        from embodied_r.core.task_table import task_table
+        from embodied_r.prediction import evaluate_rows
 
         was_training, padding_side = model.training, tokenizer.padding_side
         model.eval()

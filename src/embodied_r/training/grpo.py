@@ -10,7 +10,7 @@ subclass (``training.trainer``).
 Files in ``output_dir``: ``resolved_recipe.yaml``, ``grpo_config.json``, ``metrics.jsonl``,
 ``samples.jsonl``, ``curriculum.jsonl`` (``curriculum: easy-first``), ``eval.jsonl`` and ``eval/``,
 ``checkpoint-N/`` (TRL), ``final/`` (the model), ``runs/`` (TensorBoard, when ``report_to`` includes it),
-``summary.json``.
+``fast_paths.json`` (the shared-prefix paths' check, timings and choice on the first step), ``summary.json``.
 """
 
 from __future__ import annotations
@@ -273,6 +273,9 @@ def build_trainer(
     trainer.completion_prefix = recipe.completion_prefix
     trainer.shared_prefix_update = recipe.shared_prefix_update
     trainer.shared_prefix_generation = recipe.shared_prefix_generation
+    trainer.fast_paths_path = output_dir / "fast_paths.json"
+    if resume_from is not None:
+        trainer.keep_fast_paths(trainer.fast_paths_path)  # the resumed steps compute as the first start's did
     trainer.max_train_batch_tokens = recipe.max_train_batch_tokens
     trainer.checkpoint_over_tokens = recipe.checkpoint_over_tokens
     trainer.zero_variance_groups = recipe.zero_variance_groups
@@ -327,6 +330,16 @@ def rehearse(recipe: Recipe, num_processes: int) -> dict[str, Any]:
     return global_batch(recipe.trl, num_processes)
 
 
+def check_paths(recipe: Recipe) -> dict[str, Any]:
+    """``train --check-paths``: build the run as ``train`` does, then take its first generation batch through
+    sampling, rewards and the update's log-probabilities, deciding the shared-prefix paths as the first step
+    does (training/path_choice.py); returns the record. No weight moves and no fast_paths.json is written."""
+    with exclusive_output(recipe.output_dir):
+        trainer, _ = build_trainer(recipe)
+        trainer.fast_paths_path = None
+        return trainer.check_fast_paths()
+
+
 def process_state(recipe: Recipe) -> PartialState:
     """The process group, created here with the recipe's ``ddp_timeout``: this layer needs the process
     state before TRL's config exists, and accelerate creates the group once, on first use, so a timeout
@@ -360,6 +373,7 @@ def _train_locked(recipe: Recipe, resume: bool, judge: Any) -> dict[str, Any]:
         recipe.output_dir.mkdir(parents=True, exist_ok=True)
         save_resolved(recipe, trainer, context)
     output = trainer.train(resume_from_checkpoint=context["resume_from"])
+    trainer.write_fast_paths()  # written when each path was decided; now with what no batch decided too
     final_dir = recipe.output_dir / "final"
     trainer.save_model(str(final_dir))
     if trainer.accelerator.is_main_process:
@@ -388,4 +402,5 @@ def warm_up_only(recipe: Recipe) -> str:
                                  recipe.attn_implementation)
 
 
-__all__ = ["build_config", "build_rewards", "build_trainer", "rehearse", "reward_settings", "train", "warm_up_only"]
+__all__ = ["build_config", "build_rewards", "build_trainer", "check_paths", "rehearse", "reward_settings", "train",
+           "warm_up_only"]

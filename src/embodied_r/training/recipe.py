@@ -134,12 +134,14 @@ class Recipe:
     # GRPO, e.g. {steps: 16, batch_size: 2, learning_rate: 1e-4}; null = none. See training/warmup.py.
     format_warmup: dict[str, Any] | None = None
     # Encode each group's shared prompt once in the GRPO log-probability passes (training/shared_prefix.py):
-    # same loss and gradients as TRL's per-row encoding, less compute; false = TRL's own path.
-    shared_prefix_update: bool = True
+    # same loss and gradients as TRL's per-row encoding, less compute. auto = checked against TRL's path on
+    # the first step and timed against it there, the faster kept; true = the shared path (still checked: a
+    # failed check falls back); false = TRL's own path. See training/path_choice.py; recorded in fast_paths.json.
+    shared_prefix_update: bool | str = "auto"
     # Sample each group's completions from one encoding of its prompt (training/prefix_generation.py): the
     # same sampling distribution as TRL's transformers path, without re-encoding the prompt per completion;
-    # false = TRL's path. vLLM rollouts cache prefixes themselves and are unaffected.
-    shared_prefix_generation: bool = True
+    # auto | true | false as shared_prefix_update. vLLM rollouts cache prefixes themselves and are unaffected.
+    shared_prefix_generation: bool | str = "auto"
     # Tokens one backward pass of the GRPO update may hold (training/token_budget.py): a micro-batch over it
     # is differentiated in slices of whole prompt groups, with the same gradient; null = TRL's whole
     # micro-batch. Bounds memory by tokens where per_device_train_batch_size counts rows.
@@ -360,9 +362,12 @@ def validate(recipe: Recipe, source: str = "recipe") -> None:
             f"{source}: 'completion_prefix' must be a string (quote it in YAML: completion_prefix: \"<think>\"), "
             f"got {recipe.completion_prefix!r}"
         )
-    for key in ("shared_prefix_update", "shared_prefix_generation"):
-        if not isinstance(getattr(recipe, key), bool):
-            raise RecipeError(f"{source}: {key!r} must be true or false, got {getattr(recipe, key)!r}")
+    from embodied_r.training import path_choice
+
+    for key in path_choice.KEYS:
+        problem = path_choice.setting_problem(key, getattr(recipe, key))
+        if problem is not None:
+            raise RecipeError(f"{source}: {problem}")
     check_accuracy_rules(recipe, source)
     if any(reward_spec(e)[0] == "consistency" and "consistency_rule" in reward_spec(e)[1] for e in recipe.rewards):
         # One place for the rule, so the training rows are checked against the rule that is used.

@@ -52,8 +52,8 @@ def save_resolved(recipe: Recipe, trainer: Any, context: dict[str, Any]) -> None
 def run_summary(recipe: Recipe, trainer: Any, context: dict[str, Any], train_loss: float,
                 final_dir: Path) -> dict[str, Any]:
     """``summary.json``: steps, the last logged metrics, held-out scores, step times, the judge probe, the
-    stages the schedule never reached, the curriculum's difficulty counts and where a time budget stopped
-    the run."""
+    stages the schedule never reached, the curriculum's difficulty counts, where a time budget stopped
+    the run and the shared-prefix paths' record (training/path_choice.py)."""
     history = [
         h for h in trainer.state.log_history if "loss" in h or any(k.startswith("rewards/") for k in h)
     ]
@@ -72,6 +72,7 @@ def run_summary(recipe: Recipe, trainer: Any, context: dict[str, Any], train_los
         "curriculum": context.get("curriculum"),  # pool rows with none, some, all completions right
         "schedule_unreached": schedule_warnings(trainer),
         "time_budget": budget.describe(int(trainer.state.max_steps)) if budget else None,
+        "fast_paths": getattr(trainer, "fast_paths", None),  # the shared-prefix paths' check, timings, choice
         "final_model": str(final_dir),
     }
 

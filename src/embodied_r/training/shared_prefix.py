@@ -47,7 +47,8 @@ IGNORE_INDEX = -100  # the label value TRL's fused head skips
 # Reasons for the stock path that are routine rather than a limitation worth a warning.
 OFF = "shared_prefix_update is off"
 NO_SHARED_PROMPT = "no two rows of this micro-batch share a prompt"
-ROUTINE_REASONS = frozenset({OFF, NO_SHARED_PROMPT})
+CHOSEN_PER_ROW = "the run's first step chose the per-row path (fast_paths.json, training/path_choice.py)"
+ROUTINE_REASONS = frozenset({OFF, NO_SHARED_PROMPT, CHOSEN_PER_ROW})
 
 
 @dataclass(frozen=True)

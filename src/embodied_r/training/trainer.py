@@ -6,6 +6,8 @@
   truncate-left-tokens``);
 - each group's shared prompt encoded once, in sampling (training/prefix_generation.py) and in the
   log-probability passes (training/shared_prefix.py), with the same values as TRL's per-row encoding;
+  both are checked against TRL's paths on the run's first step and, under ``auto``, timed against them
+  (training/path_choice.py, training/fast_paths.py);
 - token-budgeted backward passes and activation checkpointing by size (training/token_budget.py), and
   rows with advantage 0 left out of the update (training/zero_advantage.py);
 - prompts in a chosen order instead of TRL's shuffle: balanced steps (training/option_rotations.py) or an
@@ -22,12 +24,12 @@ from typing import Any
 
 import torch
 from trl import GRPOTrainer
-from trl.extras.profiling import profiling_context
-from trl.models import unwrap_model_for_generation
 
 from embodied_r.core.columns import with_completion_prefix
 from embodied_r.training import prefix_generation, shared_prefix, token_budget, zero_advantage
 from embodied_r.training.callbacks import record_samples, sample_rows, zero_variance_shares
+from embodied_r.training.fast_paths import FastPathsMixin
+from embodied_r.training.path_choice import PER_ROW
 from embodied_r.training.recipe import RecipeError
 
 logger = logging.getLogger(__name__)
@@ -37,16 +39,15 @@ def _every_row(inputs: Any) -> list[int]:
     return list(range(inputs["prompt_ids"].size(0)))
 
 
-class ReasonerGRPOTrainer(GRPOTrainer):
+class ReasonerGRPOTrainer(FastPathsMixin, GRPOTrainer):
     """``GRPOTrainer`` that also records sample completions and per-function zero-variance shares, and
     can prefill the assistant turn (``completion_prefix``) and encodes each group's shared prompt once in
-    the log-probability passes (``shared_prefix_update``, training/shared_prefix.py)."""
+    the log-probability passes (``shared_prefix_update``, training/shared_prefix.py) and before sampling
+    (``shared_prefix_generation``): auto | true | false each, decided on the first step (FastPathsMixin)."""
 
     samples_path: Path | None = None
     samples_per_batch: int = 0
     completion_prefix: str = ""
-    shared_prefix_update: bool = True
-    shared_prefix_generation: bool = True
     max_train_batch_tokens: int | None = None
     checkpoint_over_tokens: int | None = None
     zero_variance_groups: str = "skip"  # rows with advantage 0: update | skip | drop (training/zero_advantage.py)
@@ -93,7 +94,10 @@ class ReasonerGRPOTrainer(GRPOTrainer):
         # is returned for the Trainer's backward, carrying the others' values for the logged loss. A
         # micro-batch whose largest slice is over checkpoint_over_tokens is computed with activation
         # checkpointing. Rows with advantage 0 are left out or dropped (zero_variance_groups,
-        # training/zero_advantage.py).
+        # training/zero_advantage.py). The first micro-batch of a run decides the update's path
+        # (training/fast_paths.py) if the generation phase did not.
+        if self._deciding("update"):
+            self._decide_update_on(model, inputs)
         inputs, live = self._rows_to_update(model, inputs, return_outputs)
         slices, checkpoint = self._update_plan(model, inputs)
         if live is not None:
@@ -237,7 +241,11 @@ class ReasonerGRPOTrainer(GRPOTrainer):
         if self.use_vllm or self.use_transformers_continuous_batching:
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                  has_tool_images)
-        reason = ("shared_prefix_generation is off" if not self.shared_prefix_generation else
+        if self._deciding("generation"):
+            self._decide_generation(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+        path = self._chosen_path("generation")
+        reason = ("shared_prefix_generation is off" if self._setting("generation") == "false" else
+                  "the run's first step chose TRL's path (fast_paths.json)" if path == PER_ROW else
                   prefix_generation.unsupported_reason(self.model, self.generation_config,
                                                        bool(multimodal_fields) or has_tool_images
                                                        or any(images or [])))
@@ -246,17 +254,8 @@ class ReasonerGRPOTrainer(GRPOTrainer):
                             "encodes the prompt once per completion", reason)
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                  has_tool_images)
-        with (profiling_context(self, "transformers.generate"),
-              unwrap_model_for_generation(self.model_wrapped, self.accelerator,
-                                          gather_deepspeed3_params=self.args.ds3_gather_for_generation,
-                                          generation_kwargs=self.generation_kwargs,
-                                          gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs
-                                          ) as unwrapped,
-              torch.no_grad(),
-              self._dist.summon_full_params(self.model_wrapped, recurse=False)):
-            completions = prefix_generation.generate_sharing_prompts(unwrapped, [list(p) for p in prompt_ids],
-                                                                     self.generation_config, self.eos_token_ids)
-        return completions, None  # TRL's transformers path has no sampling log-probabilities either
+        # TRL's transformers path has no sampling log-probabilities either
+        return self._shared_prefix_generate(prompt_ids, self.generation_config), None
 
     def _scaled_slice_loss(self, model: Any, inputs: Any, rows: list[int]) -> Any:
         part = super().compute_loss(model, token_budget.take_rows(inputs, rows))
@@ -269,7 +268,7 @@ class ReasonerGRPOTrainer(GRPOTrainer):
         if not (model.training and torch.is_grad_enabled()):
             return [], False
         width = inputs["prompt_ids"].size(1) + inputs["completion_ids"].size(1)
-        packed = self.shared_prefix_update and shared_prefix.unsupported_reason(model, width) is None
+        packed = self._chosen_path("update") != PER_ROW and shared_prefix.unsupported_reason(model, width) is None
         slices, checkpoint = self._plan_for(model, inputs, packed)
         if packed:
             # Measured before checkpointing is switched on: all layers' probabilities, of which a checkpointed
@@ -329,9 +328,16 @@ class ReasonerGRPOTrainer(GRPOTrainer):
         **extra_inputs: Any,
     ) -> Any:
         # The policy loss, the reference model and the old log-probabilities all come through here. Packing
-        # changes no value (shared_prefix.py); whatever it cannot reproduce exactly goes to TRL's method.
+        # changes no value (shared_prefix.py); whatever it cannot reproduce exactly goes to TRL's method. The
+        # first no-grad pass of a run (reference or old log-probabilities) decides the path (fast_paths.py).
+        if not torch.is_grad_enabled() and self._deciding("update"):
+            self._decide_update(model, input_ids, attention_mask, logits_to_keep, batch_size, extra_inputs,
+                                compute_aux_loss)
+        path = self._chosen_path("update")
         reason, groups = shared_prefix.OFF, []
-        if self.shared_prefix_update:
+        if path == PER_ROW and self._setting("update") != "false":
+            reason = shared_prefix.CHOSEN_PER_ROW
+        elif path != PER_ROW:
             reason, groups = shared_prefix.stock_path_reason(
                 model, input_ids, attention_mask, logits_to_keep, compute_aux_loss, extra_inputs
             )
@@ -341,11 +347,8 @@ class ReasonerGRPOTrainer(GRPOTrainer):
                 model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
                 compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra_inputs,
             )
-        head = shared_prefix.compact_head(model, input_ids.device, self.temperature, self.args.cast_lm_head_to_fp32)
-        logps, entropies = shared_prefix.shared_prefix_logps(
-            model, input_ids, attention_mask, logits_to_keep, groups, batch_size=batch_size,
-            compute_entropy=compute_entropy, autocast=self.accelerator.autocast, head=head,
-        )
+        logps, entropies = self._packed_logps(model, input_ids, attention_mask, logits_to_keep, groups,
+                                              batch_size=batch_size, compute_entropy=compute_entropy)
         return logps, entropies, None
 
     @staticmethod
