@@ -270,6 +270,16 @@ def main() -> None:
         print(f"| {'vLLM colocate' if r['vllm'] else 'transformers'} | "
               f"{'shared-prefix' if r['shared_prefix'] else 'TRL per-row'} | {r['generation_tokens_per_s']} | "
               f"{r['update_s_per_step']} | {r['peak_gpu_gib']} | {r['wall_s']} |")
+    # Per step, both paths: the one GPU run so far had shared-prefix steps 2-3 about 4x slower than the later
+    # ones (issue 59); step 1 is CUDA's warm-up. Compare the columns step by step: a slow start on one path
+    # only points at compilation or allocator growth on that path, on both at the device.
+    print("\n| rollouts | update | generation s per step | update s per step |")
+    print("|---|---|---|---|")
+    for r in results:
+        print(f"| {'vLLM colocate' if r['vllm'] else 'transformers'} | "
+              f"{'shared-prefix' if r['shared_prefix'] else 'TRL per-row'} | "
+              f"{' '.join(str(v) for v in r['generation_s_per_step'])} | "
+              f"{' '.join(str(v) for v in r['update_s_per_step_all'])} |")
     if not have_vllm:
         print("\nvLLM is not importable here: colocate rollouts not measured.")
     for r in vl_results:

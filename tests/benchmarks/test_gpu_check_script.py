@@ -36,6 +36,11 @@ def test_gpu_check_runs_end_to_end_in_tiny_mode(tmp_path: Path) -> None:
     for run in runs:   # every number the GPU run reports was measured
         assert run["steps"] == 1 and run["generation_tokens_per_s"] > 0 and run["update_s_per_step"] > 0
     assert "| transformers | shared-prefix |" in done.stdout and "| transformers | TRL per-row |" in done.stdout
+    # Per-step times of both paths, the first GPU run's open question (issue 59): one value per step.
+    assert "| rollouts | update | generation s per step | update s per step |" in done.stdout
+    per_row = next(line for line in done.stdout.splitlines() if line.startswith("| transformers | TRL per-row |")
+                   and line.count("|") == 5)
+    assert per_row.split("|")[4].strip() == str(runs[0]["update_s_per_step_all"][0])
     # Exactly one of the two: the vLLM row of the table, or the line saying why it is missing.
     vllm_row, no_vllm_line = "| vLLM colocate | shared-prefix |" in done.stdout, "vLLM is not importable" in done.stdout
     assert (vllm_row, no_vllm_line) == ((True, False) if with_vllm else (False, True)), done.stdout[-3000:]

@@ -103,6 +103,15 @@ def test_each_task_object_names_a_real_command_builder_rewards_and_recipe() -> N
         assert recipe.get("reward_schedule") == method.reward_schedule  # the paper's weights, as its recipe writes them
 
 
+def test_train_help_lists_each_methods_paper_recipe() -> None:
+    from embodied_r.cli.main import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    recipe_help = next(a.help for a in commands["train"]._actions if a.dest == "recipe")
+    for method in METHODS:
+        assert f"{method.name}: {method.paper_recipe}" in recipe_help
+
+
 def test_embodied_r_rows_from_the_named_builder_are_recognised_and_scored_by_their_method() -> None:
     from embodied_r.core.records import Perception, QARecord
 

@@ -3,12 +3,13 @@ one call runs rows -> reward -> score through the seam, with no change to traini
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from embodied_r.core.records import QARecord, RecordError
-from embodied_r.methods import Method, method_for_row, register_method, unregister_method
+from embodied_r.methods import Method, all_methods, method_for_row, register_method, unregister_method
 
 # The whole method: a row builder, its own reward and its own scorer. Its answers are written <<X>>, and its
 # scorer reads nothing else, so a bare letter (which the core scorer would accept) is wrong here.
@@ -114,8 +115,10 @@ def test_a_method_is_registered_once_and_its_rewards_leave_with_it(third_method:
     from embodied_r.methods.rewards import reward_table
     from embodied_r.training.recipe import RecipeError, recipe_from_dict
 
-    with pytest.raises(ValueError, match="already registered"):
-        register_method(third_method)
+    register_method(third_method)  # the same method again (a second command in one process): nothing happens
+    assert [m for m in all_methods() if m.name == "third"] == [third_method]
+    with pytest.raises(ValueError, match="a different method named 'third' is already registered"):
+        register_method(dataclasses.replace(third_method, choice_form="[{letter}]"))
     with pytest.raises(ValueError, match="already belong to"):
         register_method(Method(name="fourth", builds_rows="", row_builder="m:f", prompt_versions=("official",),
                                choice_form="{letter}", rewards=(), paper_recipe=""))

@@ -13,6 +13,12 @@ latest) of at most ``--max-pixels`` pixels each, written beside the rows in ``<o
 ``--span 1|2|any`` keeps only the questions whose needed objects are all shown in one key frame, in two at
 the fewest, or in any number (``perception.prompt_rows.question_span``, from the labels oracle perception
 records carry); questions that need an object shown in no key frame are dropped and counted apart.
+
+``--method MODULE:ATTR`` builds the rows of another method, a user's own among them: its ``row_builder``
+(``fn(questions, perceptions, prompt_version) -> (rows, ids without a row)``) writes them, with one of its
+prompt versions (recorded in each row's ``meta.prompt_version``). Embodied-R is the default; a method whose
+rows another command writes (``Method.builds_rows``, e.g. Robot-R1's ``embodied-r synth robot``) is refused
+with that command's name.
 """
 
 from __future__ import annotations
@@ -20,25 +26,33 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-HELP = "build reasoner prompt rows (official Embodied-R format) from questions and perception"
+HELP = "build reasoner prompt rows (official Embodied-R format, or --method's) from questions and perception"
 DESCRIPTION = ("Join questions with their perception records and write one prompt row per question (JSON Lines) "
                "for `embodied-r train` and `embodied-r eval`: frame descriptions for the reasoner (the cascade), or "
                "with --input keyframes the key frames themselves as images for a vision-language policy (the "
-               "paper's VLM arm), for the same questions.")
+               "paper's VLM arm), for the same questions. With --method, that method's row builder writes the "
+               "rows.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from embodied_r.cli.common import add_method_argument
     from embodied_r.methods.embodied_r.keyframe_images import DEFAULT_MAX_FRAMES, DEFAULT_MAX_PIXELS, PIXEL_MULTIPLE
-    from embodied_r.methods.embodied_r.prompts import TEMPLATES
+    from embodied_r.methods.embodied_r.prompts import DEFAULT_PROMPT_VERSION, TEMPLATES
     from embodied_r.sim.world.detail_levels import SPANS  # plain names, no world code
 
-    parser.add_argument("--qa", required=True, help="questions (QARecord .jsonl)")
-    parser.add_argument("--perception", required=True, help="Perception .jsonl from `embodied-r perceive`")
+    parser.add_argument("--qa", required=True, help="questions (QARecord .jsonl; `embodied-r data check SPEC --out` "
+                        "writes one from any loader spec)")
+    parser.add_argument("--perception", default=None,
+                        help="Perception .jsonl from `embodied-r perceive` (required for Embodied-R rows; a --method "
+                        "of your own gets its records, or none without this flag)")
     parser.add_argument("--out", required=True, help="output prompt rows (.jsonl)")
-    parser.add_argument("--prompt-version", default="official-v1", choices=sorted(TEMPLATES),
-                        help="reasoner prompt template (default: %(default)s, the official words with whitespace "
-                             "normalised; official: the official bytes, including the source's question text; "
-                             "compact-v1: the same frame lines under a short instruction, for CPU training)")
+    parser.add_argument("--prompt-version", default=None, metavar="VERSION",
+                        help=f"reasoner prompt template, one of the method's prompt versions; Embodied-R's: "
+                             f"{', '.join(sorted(TEMPLATES))} (default: {DEFAULT_PROMPT_VERSION}, the official words "
+                             "with whitespace normalised; official: the official bytes, including the source's "
+                             "question text; compact-v1: the same frame lines under a short instruction, for CPU "
+                             "training); another method's default: its first")
+    add_method_argument(parser, "; its row builder writes the rows (default: embodied_r)")
     parser.add_argument("--input", default="text", choices=["text", "keyframes"],
                         help="text: frame descriptions for the reasoner (the cascade, default); keyframes: the key "
                              "frames as images after their frame lines, for a vision-language policy (the paper's "
@@ -104,27 +118,79 @@ def select_span(questions: list[Any], perceptions: dict[str, Any], wanted: str,
     return kept, uncovered, other
 
 
+def row_method(args: argparse.Namespace, error: type[Exception]) -> tuple[Any, str]:
+    """The method whose rows are built (``--method``, default Embodied-R) and the prompt version they are
+    built with; a method whose rows another command writes, or a version it does not write, is an ``error``."""
+    from embodied_r.cli.common import method_from_args
+    from embodied_r.methods import BUILD_PROMPTS, DEFAULT_METHOD, EMBODIED_R
+    from embodied_r.methods.embodied_r.prompts import DEFAULT_PROMPT_VERSION
+
+    method = method_from_args(args) or DEFAULT_METHOD
+    if method.builds_rows != BUILD_PROMPTS:
+        raise error(f"method {method.name}: its rows are written by `{method.builds_rows}`, not by build-prompts "
+                    "(Method.builds_rows)")
+    if args.input == "keyframes" and method is not EMBODIED_R:
+        raise error(f"--input keyframes writes Embodied-R's key-frame rows; method {method.name} builds its rows "
+                    "with its own row builder (leave --input out)")
+    if not method.prompt_versions:
+        raise error(f"method {method.name} lists no prompt_versions, so its rows could not say whose they are")
+    version = args.prompt_version or (DEFAULT_PROMPT_VERSION if method is EMBODIED_R else method.prompt_versions[0])
+    if version not in method.prompt_versions:
+        raise error(f"--prompt-version {version!r}: method {method.name} writes "
+                    f"{', '.join(sorted(method.prompt_versions))}")
+    return method, version
+
+
+def build_method_rows(method: Any, questions: list[Any], perceptions: dict[str, Any], version: str,
+                      error: type[Exception]) -> tuple[list[Any], list[str]]:
+    """``method``'s row builder over the questions; what it returns is checked: prompt rows that record one
+    of the method's prompt versions, and the ids it made no row for."""
+    from embodied_r.core.records import PromptRow
+
+    built = method.row_builder_function()(questions, perceptions, version)
+    where = f"method {method.name}'s row builder {method.row_builder}"
+    if not (isinstance(built, tuple) and len(built) == 2 and isinstance(built[0], list)):
+        raise error(f"{where} returned {type(built).__name__}; it must return (rows, ids without a row) "
+                    "for build-prompts")
+    rows, missing = built
+    for row in rows:
+        if not isinstance(row, PromptRow):
+            raise error(f"{where} returned a {type(row).__name__} among its rows; rows are "
+                        "embodied_r.core.records.PromptRow")
+        recorded = (row.meta or {}).get("prompt_version")
+        if recorded not in method.prompt_versions:
+            raise error(f"{where}: row {row.id} records prompt version {recorded!r}, not one of the method's "
+                        f"{list(method.prompt_versions)}; set meta['prompt_version'] (evaluation and training find "
+                        "a row's method by it)")
+    return rows, [str(qid) for qid in missing]
+
+
 def run(args: argparse.Namespace) -> int:
     from embodied_r.cli.common import CLIError, console
     from embodied_r.core.io import DataFileError, iter_jsonl, write_jsonl
     from embodied_r.core.records import Perception
-    from embodied_r.methods.embodied_r.perception.prompt_rows import build_rows, common_detail
+    from embodied_r.methods import EMBODIED_R
+    from embodied_r.methods.embodied_r.perception.prompt_rows import common_detail
     from embodied_r.methods.embodied_r.perception.runner import load_questions
 
+    method, version = row_method(args, CLIError)  # imported and registered before anything is read
     budget = keyframe_budget(args, CLIError)  # a budget that leaves no frame fails before anything is read
+    if args.perception is None and method is EMBODIED_R:
+        raise CLIError("--perception FILE is needed: Embodied-R rows hold the frame descriptions `embodied-r "
+                       "perceive` writes")
     questions = load_questions(args.qa)
     if not questions:
         raise DataFileError(f"{args.qa}: holds no questions")
     perceptions: dict[str, Perception] = {}
     superseded = 0
-    for number, data in enumerate(iter_jsonl(args.perception), start=1):
+    for number, data in enumerate(iter_jsonl(args.perception) if args.perception else [], start=1):
         try:
             record = Perception.from_dict(data)
         except (TypeError, ValueError) as exc:
             raise DataFileError(f"{args.perception}: record {number}: {exc}") from exc
         superseded += int(record.qa_id in perceptions)
         perceptions[record.qa_id] = record  # a later record for the same question supersedes
-    if not perceptions:
+    if args.perception and not perceptions:
         raise DataFileError(
             f"{args.perception}: holds no perception records; run `embodied-r perceive` first"
         )
@@ -143,9 +209,9 @@ def run(args: argparse.Namespace) -> int:
         from embodied_r.methods.embodied_r.keyframe_rows import build_keyframe_rows
 
         rows, missing = build_keyframe_rows(questions, perceptions, Path(args.keyframes), Path(args.out),
-                                            args.prompt_version, budget)
+                                            version, budget)
     else:
-        rows, missing = build_rows(questions, perceptions, args.prompt_version)
+        rows, missing = build_method_rows(method, questions, perceptions, version, CLIError)
     rows, invalid = split_invalid_answers(rows)
     if not rows:
         raise DataFileError(
@@ -154,7 +220,8 @@ def run(args: argparse.Namespace) -> int:
         )
     write_jsonl(args.out, [row.to_dict() for row in rows])
     out = console()
-    out.print(f"wrote {len(rows)} prompt row(s) ({args.prompt_version}, {args.input}) to {args.out}", markup=False)
+    named = "" if method is EMBODIED_R else f"method {method.name}, "
+    out.print(f"wrote {len(rows)} prompt row(s) ({named}{version}, {args.input}) to {args.out}", markup=False)
     if span_note:
         out.print(span_note, markup=False)
     if budget is not None:
@@ -172,17 +239,21 @@ def run(args: argparse.Namespace) -> int:
                   markup=False)
     if missing:
         shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
-        out.print(f"skipped {len(missing)} question(s) without perception: {shown}; run `embodied-r perceive` "
-                  "for them first", markup=False)
+        if method is EMBODIED_R:
+            out.print(f"skipped {len(missing)} question(s) without perception: {shown}; run `embodied-r perceive` "
+                      "for them first", markup=False)
+        else:
+            out.print(f"skipped {len(missing)} question(s) that method {method.name}'s row builder made no row for: "
+                      f"{shown}", markup=False)
     if budget is not None:
         return 0  # the frame descriptions below are not part of key-frame rows
-    runaway = [row.id for row in rows if row.meta["perception"]["runaway"]]
+    runaway = [row.id for row in rows if (row.meta.get("perception") or {}).get("runaway")]
     if runaway:
         shown = ", ".join(runaway[:10]) + (" ..." if len(runaway) > 10 else "")
         out.print(f"{len(runaway)} row(s) hold a frame description that ran away (a VLM repeating itself; "
                   f"meta.perception.runaway names the frame): {shown}. Training and eval drop or cut such "
                   "frames by their context policy; redoing their perception may be better", markup=False)
-    leaked = sum(1 for row in rows if row.meta["perception"]["leaked"])
+    leaked = sum(1 for row in rows if (row.meta.get("perception") or {}).get("leaked"))
     if leaked:
         out.print(f"{leaked} row(s) come from perception flagged for answer leakage (meta.perception.leaked)")
     return 0

@@ -17,6 +17,29 @@ def console() -> Any:
     return Console(highlight=False)
 
 
+METHOD_HELP = ("a method of your own package, by the 'module:attr' path of its embodied_r.methods.Method (e.g. "
+               "my_pkg.method:METHOD; its folder on PYTHONPATH), or a known method's name: imported and registered "
+               "before any row is read, so rows whose meta.prompt_version is one of its versions follow it")
+
+
+def add_method_argument(parser: Any, extra: str = "") -> None:
+    """``--method NAME|MODULE:ATTR`` (see :data:`METHOD_HELP`; ``extra`` says what else it does here)."""
+    parser.add_argument("--method", default=None, metavar="MODULE:ATTR", help=METHOD_HELP + extra)
+
+
+def method_from_args(args: Any) -> Any:
+    """The method ``--method`` names, imported and registered (``methods.load_method``); None without it. A
+    value that names no method is a CLIError that names it and what failed."""
+    if getattr(args, "method", None) is None:
+        return None
+    from embodied_r.methods import MethodSpecError, load_method
+
+    try:
+        return load_method(args.method)
+    except MethodSpecError as exc:
+        raise CLIError(f"--method {exc}") from None
+
+
 def add_generation_arguments(parser: Any, limit_help: str) -> None:
     """``--limit``, ``--batch-size``, ``--max-new-tokens`` and ``--dtype``, as every generating command
     has them."""

@@ -20,7 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     split.add_argument("--urbanvideo", default=None, metavar="PATH", help="UrbanVideo-Bench MCQ.parquet or folder")
     split.add_argument("--vsibench", default=None, metavar="PATH", help="VSI-Bench parquet/jsonl or folder")
     split.add_argument("--data", action="append", default=[], metavar="SPEC",
-                       help="more questions as a loader spec (e.g. synthetic:DIR); repeatable")
+                       help="more questions as a loader spec (e.g. synthetic:DIR, or my_pkg.loaders:load_mine:DIR "
+                       "for your own); repeatable")
     split.add_argument("--all-tasks", action="store_true",
                        help="keep every task instead of the Embodied-R selection")
     split.add_argument("--tasks", default=None, metavar="T1,T2",
@@ -33,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     split.set_defaults(_data_run=run_split)
 
     check = actions.add_parser("check", help="load a data spec and report kept / skipped questions")
-    check.add_argument("spec", help="loader spec, e.g. urbanvideo:PATH, vsibench:PATH, egoschema:DIR, mvbench:DIR")
+    check.add_argument("spec", help="loader spec, e.g. urbanvideo:PATH, vsibench:PATH, egoschema:DIR, mvbench:DIR, "
+                       "or MODULE:FUNCTION:PATH for a loader of your own package (my_pkg.loaders:load_mine:DIR)")
     check.add_argument("--out", default=None, metavar="FILE", help="also write the questions as QARecord .jsonl")
     check.set_defaults(_data_run=run_check)
 

@@ -15,13 +15,15 @@ DESCRIPTION = ("Evaluate a reasoning model on prompt rows (.jsonl from build-pro
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from embodied_r.cli.common import add_generation_arguments
+    from embodied_r.cli.common import add_generation_arguments, add_method_argument
     from embodied_r.core.scoring import ACCURACY_RULES, DEFAULT_ACCURACY_RULE
     from embodied_r.methods import EMBODIED_R
 
     parser.add_argument("--data", required=True, metavar="SPEC",
                         help="prompt-row .jsonl, official processed .json, or NAME:PATH with NAME one of urbanvideo, "
-                        "vsibench, vsibench-merged, egoschema, mvbench (DIR#task1,task2), synthetic, qa")
+                        "vsibench, vsibench-merged, egoschema, mvbench (DIR#task1,task2), synthetic, qa, or "
+                        "MODULE:FUNCTION:PATH for a loader of your own package (e.g. my_pkg.loaders:load_mine:DIR)")
+    add_method_argument(parser)
     parser.add_argument("--model", default="smollm2-135m-instruct",
                         help="built-in name, local folder or Hugging Face id (default: %(default)s)")
     parser.add_argument("--out", required=True, help="output folder (predictions.jsonl, metrics.json)")
@@ -145,9 +147,10 @@ def perception_source(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from embodied_r.cli.common import CLIError, check_generation_arguments, console
+    from embodied_r.cli.common import CLIError, check_generation_arguments, console, method_from_args
     from embodied_r.evaluation.runner import run_eval
 
+    method_from_args(args)  # registered before any row is read
     from_recipe = apply_recipe(args)
     check_generation_arguments(args)
     from embodied_r.evaluation.analysis import BASELINES

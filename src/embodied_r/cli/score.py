@@ -15,12 +15,14 @@ DESCRIPTION = ("Score a completions file ({\"id\", \"completion\"} per line) aga
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from embodied_r.cli.common import add_method_argument
     from embodied_r.evaluation.score_run import MISSING_RULES, MODEL_FREE_BASELINES
 
     parser.add_argument("--data", required=True, metavar="SPEC",
                         help="the questions: prompt-row .jsonl, official processed .json, or NAME:PATH with NAME one "
                         "of urbanvideo, vsibench, vsibench-merged, egoschema, mvbench, synthetic, qa (no perception "
-                        "needed)")
+                        "needed), or MODULE:FUNCTION:PATH for a loader of your own package")
+    add_method_argument(parser)
     parser.add_argument("--completions", default=None, metavar="FILE.jsonl",
                         help="one {\"id\": ..., \"completion\": \"...\"} object per line; the answer is read from the "
                         "last <answer>...</answer>, as for `eval`. Leave it out to measure only the --baselines (no "
@@ -42,9 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from embodied_r.cli.common import CLIError
+    from embodied_r.cli.common import CLIError, method_from_args
     from embodied_r.evaluation.score_run import MODEL_FREE_BASELINES, score_run
 
+    method_from_args(args)  # registered before any row is read
     baselines = [] if args.baselines.strip() == "none" else [b.strip() for b in args.baselines.split(",") if b.strip()]
     unknown = sorted(set(baselines) - set(MODEL_FREE_BASELINES))
     if unknown:

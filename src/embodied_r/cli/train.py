@@ -7,12 +7,20 @@ from typing import Any
 
 HELP = "train the reasoner with GRPO (format / accuracy / consistency rewards, staged weights)"
 DESCRIPTION = ("Train a small LM with GRPO (TRL) on prompt rows. Recipe keys are TRL GRPOConfig fields "
-               "(output_dir, max_steps, num_generations, learning_rate, ...) plus model, train_data, eval_data, "
-               "rewards, reward_schedule, judge, lora, eval_every_steps. See docs/training.md.")
+               "(output_dir, max_steps, num_generations, learning_rate, ...) plus method, model, train_data, "
+               "eval_data, rewards, reward_schedule, judge, lora, eval_every_steps. See docs/training.md.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--recipe", required=True, help="YAML recipe, e.g. recipes/embodied_r/cpu_smollm2.yaml")
+    from embodied_r.cli.common import add_method_argument
+    from embodied_r.methods import METHODS
+
+    papers = "; ".join(f"{m.name}: {m.paper_recipe}" for m in METHODS if m.paper_recipe)
+    parser.add_argument("--recipe", required=True,
+                        help=f"YAML recipe, e.g. recipes/embodied_r/cpu_smollm2.yaml; each method's paper recipe "
+                        f"(Method.paper_recipe): {papers}")
+    add_method_argument(parser, "; the same as the recipe key method (--set method=...): its paper rewards and "
+                        "reward_schedule are the defaults of a recipe that sets none")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a recipe key (YAML value; dots for nested keys, e.g. lora.r=8); repeatable")
     parser.add_argument("--resume", action="store_true",
@@ -35,14 +43,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from embodied_r.cli.common import CLIError, print_table
+    from embodied_r.cli.common import CLIError, method_from_args, print_table
     from embodied_r.training.recipe import RecipeError, dump_recipe, launcher_processes, load_recipe
 
     processes = args.num_processes or launcher_processes()
     if processes < 1:
         raise CLIError(f"--num-processes must be positive, got {processes}")
+    overrides = list(args.overrides)
+    if method_from_args(args) is not None:  # imported and registered here, so its errors name --method
+        overrides.append(f"method={args.method}")
     try:
-        recipe = load_recipe(args.recipe, args.overrides, num_processes=processes)
+        recipe = load_recipe(args.recipe, overrides, num_processes=processes)
     except RecipeError as exc:
         raise CLIError(str(exc)) from exc
     if args.check:

@@ -13,8 +13,10 @@ method writes is an error.
 - Robot-R1 (Kim et al., 2025): the reasoner reads a robot scene (as text, or the camera image) and
   answers with the option written ``[[X]]``; trained with format and accuracy at constant weights.
 
-Adding a method is a package under ``methods/`` plus one ``Method(...)`` line in ``METHODS`` below (or
-:func:`register_method` from outside this package).
+Adding a method is a package under ``methods/`` plus one ``Method(...)`` line in ``METHODS`` below; a method
+in a user's own package is named by its ``"module:attr"`` path (``--method my_pkg.method:METHOD`` on the
+command line, ``method:`` in a recipe), which :func:`load_method` imports, checks and registers
+(:func:`register_method`).
 
 >>> method_for_version("robot_r1_mw_v1").answer_text("B")
 '[[B]]'
@@ -22,6 +24,12 @@ Adding a method is a package under ``methods/`` plus one ``Method(...)`` line in
 'B'
 >>> ROBOT_R1.rewards, ROBOT_R1.builds_rows, ROBOT_R1.reward_schedule
 (('format', 'accuracy'), 'embodied-r synth robot', None)
+>>> load_method("robot_r1") is ROBOT_R1, load_method("embodied_r.methods:EMBODIED_R") is EMBODIED_R
+(True, True)
+>>> load_method("embodied_r.methods:METHODS")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+embodied_r.methods.MethodSpecError: embodied_r.methods:METHODS: is a tuple, not an embodied_r.methods.Method ...
 >>> EMBODIED_R.reward_schedule, sorted(EMBODIED_R.own_rewards)
 ('paper', ['consistency'])
 >>> ROBOT_R1.solve(PromptRow("q", "t", [], "A", "choice", ["A. x", "B. y"]))
@@ -53,6 +61,46 @@ CORE_SCORER = "embodied_r.core.scoring:score_completion"
 NO_TEXT_RULE = "none"
 
 
+class PathImportError(ValueError):
+    """A ``"module:attr"`` path that names nothing; the message says what failed (no such module, the
+    module failed to import, no such attribute)."""
+
+
+def import_object(path: str) -> Any:
+    """The object a user's ``"module:attr"`` path names, imported now; a :class:`PathImportError` saying what
+    failed otherwise (a module not found is told apart from a module that fails to import).
+
+    >>> import_object("embodied_r.core.scoring:score_answer").__name__
+    'score_answer'
+    >>> import_object("no_such_pkg_xyz.mod:FN")
+    Traceback (most recent call last):
+    ...
+    embodied_r.methods.PathImportError: module 'no_such_pkg_xyz.mod' not found (No module named 'no_such_pkg_xyz'; \
+is the folder that holds it on PYTHONPATH?)
+    >>> import_object("embodied_r.core.scoring:nope")
+    Traceback (most recent call last):
+    ...
+    embodied_r.methods.PathImportError: module 'embodied_r.core.scoring' has no attribute 'nope'
+    """
+    module_name, _, attr = str(path).partition(":")
+    if not module_name or not attr:
+        raise PathImportError(f"{path!r} is not a 'module:attr' path (e.g. my_pkg.method:METHOD)")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        # The module itself (or a package above it) is missing, or something it imports is.
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise PathImportError(f"module {module_name!r} not found ({exc}; is the folder that holds it on "
+                                  "PYTHONPATH?)") from None
+        raise PathImportError(f"importing module {module_name!r} failed: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - any error in the user's module is reported as its import failing
+        raise PathImportError(f"importing module {module_name!r} failed: {type(exc).__name__}: {exc}") from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise PathImportError(f"module {module_name!r} has no attribute {attr!r}") from None
+
+
 def import_path(path: str) -> Any:
     """The object a ``"module:attr"`` path names, imported now.
 
@@ -81,16 +129,25 @@ class Method:
     Fields that name code are ``"module:attr"`` paths (:func:`import_path`), imported only when used."""
 
     name: str
-    builds_rows: str  # the command that writes this method's prompt rows
-    # Builds this method's prompt rows. Its arguments are the method's own: Embodied-R joins questions with
-    # perception records, Robot-R1 turns one question into a row.
+    # The command that writes this method's prompt rows; error messages name it. ``embodied-r build-prompts``
+    # (:data:`BUILD_PROMPTS`) means that command calls ``row_builder`` (with ``--method``).
+    builds_rows: str
+    # Builds this method's prompt rows. For a method built by ``build-prompts`` it is
+    # ``fn(questions, perceptions, prompt_version) -> (rows, ids without a row)``: the questions
+    # (QARecords), the perception records by question id (empty without ``--perception``) and one of
+    # ``prompt_versions``; Robot-R1's (built by ``synth robot``) turns one question into a row.
     row_builder: str
     prompt_versions: tuple[str, ...]  # the prompt templates its builders write (recorded per row)
     choice_form: str  # ``{letter}`` is replaced by the option letter
-    rewards: tuple[str, ...]  # the paper's reward terms, by their names in the reward table (methods.rewards)
-    paper_recipe: str  # the recipe that follows the paper, relative to the repository root
+    # The paper's reward terms, by their names in the reward table (methods.rewards): the ``rewards`` of a
+    # recipe that names this method (``method:``) and no rewards.
+    rewards: tuple[str, ...]
+    # The recipe that follows the paper, relative to the repository root (``embodied-r train --help`` lists
+    # the shipped methods'); None: none.
+    paper_recipe: str | None = None
     # The paper's reward weights, as a recipe's ``reward_schedule`` writes them: None (constant weights), a
-    # schedule name of training.schedule ("paper": Embodied-R's three stages), or a list of stages.
+    # schedule name of training.schedule ("paper": Embodied-R's three stages), or a list of stages. The
+    # ``reward_schedule`` of a recipe that names this method (``method:``) and no schedule.
     reward_schedule: Any = None
     # This method's own rewards by recipe name (each a reward function or a methods.rewards.RewardFactory);
     # together with the generic ones (format, accuracy) they are the names a recipe can use.
@@ -128,7 +185,7 @@ class Method:
         return self.choice_form.format(letter=letter)
 
     def row_builder_function(self) -> Callable[..., Any]:
-        """The function ``row_builder`` names."""
+        """The function ``row_builder`` names (``build-prompts`` calls it for a method it builds)."""
         return import_path(self.row_builder)
 
     def score_answer(self, completion: str, answer: Any, answer_type: str, options: list[str] | None,
@@ -184,9 +241,12 @@ class Method:
         return import_path(self.direct_prompt)(row)
 
 
+# The command that calls a method's ``row_builder`` (``Method.builds_rows``).
+BUILD_PROMPTS = "embodied-r build-prompts"
+
 EMBODIED_R = Method(
     name="embodied_r",
-    builds_rows="embodied-r build-prompts",
+    builds_rows=BUILD_PROMPTS,
     row_builder="embodied_r.methods.embodied_r.perception.prompt_rows:build_rows",
     prompt_versions=("official", "official-v1", "structured-v1", "compact-v1"),
     choice_form="{letter}",
@@ -226,15 +286,54 @@ def all_methods() -> tuple[Method, ...]:
 
 
 def register_method(method: Method) -> None:
-    """Add a method defined outside this package; its name and prompt versions must be new."""
+    """Add a method defined outside this package; its name and prompt versions must be new. Registering a
+    method that is already known (the same object, or an equal one) does nothing, so that each command of one
+    process may register the method it is given."""
+    if not isinstance(method, Method):
+        raise TypeError(f"register_method takes an embodied_r.methods.Method, got {type(method).__name__}")
+    if any(m == method for m in all_methods()):
+        return
     taken = {v: m.name for m in all_methods() for v in m.prompt_versions}
     if any(m.name == method.name for m in all_methods()):
-        raise ValueError(f"a method named {method.name!r} is already registered")
+        raise ValueError(f"a different method named {method.name!r} is already registered")
     claimed = sorted(v for v in method.prompt_versions if v in taken)
     if claimed:
         raise ValueError(f"method {method.name!r}: prompt version(s) {claimed} already belong to "
                          f"{sorted({taken[v] for v in claimed})}")
     _REGISTERED.append(method)
+
+
+class MethodSpecError(ValueError):
+    """A ``--method`` / recipe ``method:`` value that names no method; the message begins with the value."""
+
+
+def load_method(spec: str) -> Method:
+    """The method ``spec`` names, registered: a known method's name (``robot_r1``), or a ``"module:attr"`` path
+    to a :class:`Method` in the user's own package (``my_pkg.method:METHOD``), imported now and registered with
+    :func:`register_method` (again: nothing happens). A :class:`MethodSpecError` that begins with ``spec`` and
+    says what failed otherwise: the module is not found or fails to import, it has no such attribute, the
+    object is not a Method, or another method has its name or one of its prompt versions."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise MethodSpecError(f"{spec!r}: a method is a known method's name or a 'module:attr' path to a "
+                              "Method (e.g. my_pkg.method:METHOD)")
+    if ":" not in spec:
+        for method in all_methods():
+            if method.name == spec:
+                return method
+        raise MethodSpecError(f"{spec}: no method has this name (known: {', '.join(m.name for m in all_methods())}); "
+                              "name your own Method by its 'module:attr' path, e.g. my_pkg.method:METHOD")
+    try:
+        method = import_object(spec)
+    except PathImportError as exc:
+        raise MethodSpecError(f"{spec}: {exc}") from None
+    if not isinstance(method, Method):
+        raise MethodSpecError(f"{spec}: is a {type(method).__name__}, not an embodied_r.methods.Method "
+                              "(define it as METHOD = Method(name=..., builds_rows=..., ...))")
+    try:
+        register_method(method)
+    except ValueError as exc:
+        raise MethodSpecError(f"{spec}: {exc}") from None
+    return method
 
 
 def unregister_method(name: str) -> None:
@@ -268,6 +367,6 @@ def method_for_row(meta: Mapping[str, Any] | None) -> Method:
     return method_for_version((meta or {}).get("prompt_version"))
 
 
-__all__ = ["DEFAULT_METHOD", "EMBODIED_R", "METHODS", "NO_TEXT_RULE", "Method", "ROBOT_R1", "all_methods",
-           "import_path", "method_for_row", "method_for_version", "prompt_versions", "register_method",
-           "unregister_method"]
+__all__ = ["BUILD_PROMPTS", "DEFAULT_METHOD", "EMBODIED_R", "METHODS", "NO_TEXT_RULE", "Method", "MethodSpecError",
+           "PathImportError", "ROBOT_R1", "all_methods", "import_object", "import_path", "load_method",
+           "method_for_row", "method_for_version", "prompt_versions", "register_method", "unregister_method"]

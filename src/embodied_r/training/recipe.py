@@ -9,6 +9,7 @@ for nested keys (``--set lora.r=8``, ``--set judge.model=NAME``).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import re
@@ -21,7 +22,7 @@ import yaml
 
 from embodied_r.core.validity import section_keys
 from embodied_r.judge.settings import MOVED_KEYS, JudgeSection, moved_key_message
-from embodied_r.methods import DEFAULT_METHOD
+from embodied_r.methods import DEFAULT_METHOD, Method
 
 if TYPE_CHECKING:  # the sections' types; their modules import this one
     from embodied_r.inference.context_policy import ContextPolicy
@@ -101,11 +102,18 @@ class Recipe:
     attn_implementation: str | None = None
     eval_data: str | None = None  # held-out PromptRow .jsonl (or "toy:N") for the eval callback
     max_train_rows: int | None = None
+    # The method the rows belong to: a known method's name or a "module:attr" path to a Method in your own
+    # package (imported and registered when the recipe is read, before its rewards and rows are checked, so
+    # its rewards and prompt versions are known); its paper rewards and reward_schedule are the defaults of
+    # rewards and reward_schedule. null: no method named (rows follow their recorded prompt version).
+    method: str | None = None
     # Reward names of the reward table (methods.rewards) or "module:function" paths, each optionally with options;
-    # default: the default method's paper terms (Embodied-R: format, accuracy, consistency).
+    # default: the paper terms of the recipe's method, else of the default method (Embodied-R: format, accuracy,
+    # consistency).
     rewards: list[Any] = field(default_factory=lambda: list(DEFAULT_METHOD.rewards))
     # null: constant weights (TRL's reward_weights, 1 each unless set); a named schedule ("paper": Embodied-R's
-    # three stages, training/schedule.py); or a list of stages. A method's paper schedule: Method.reward_schedule.
+    # three stages, training/schedule.py); or a list of stages. Default: the schedule of the recipe's method
+    # (Method.reward_schedule) when the recipe names a method and sets no reward_weights, else null.
     reward_schedule: Any = None
     # How the accuracy reward reads a choice: last-answer (ours: only the last <answer>, as evaluation reads it)
     # or official (Embodied-R's released reward: a letter from the whole completion, reasoning included).
@@ -296,10 +304,51 @@ def recipe_from_dict(data: dict[str, Any], source: str = "recipe") -> Recipe:
         if key in data:
             raise RecipeError(f"{source}: {key!r} is set by embodied-r; {hint}")
     ours = {k: v for k, v in data.items() if k in OUR_KEYS}
+    method = recipe_method(data.get("method"), source)
+    if method is not None:  # the method's paper terms and weights, where the recipe names none
+        ours.setdefault("rewards", list(method.rewards))
+        if "reward_schedule" not in data and "reward_weights" not in data:
+            ours["reward_schedule"] = method_schedule(method, ours["rewards"], source)
     recipe = Recipe(**ours, trl={k: v for k, v in data.items() if k not in OUR_KEYS})
     validate(recipe, source)
     recipe.judge = recipe.sections.judge.to_config()
     return recipe
+
+
+def recipe_method(value: Any, source: str = "recipe") -> Method | None:
+    """The method a recipe's ``method`` key names, imported and registered (``methods.load_method``); None for
+    none. A value that is not a string, or names no method, is a RecipeError naming the key."""
+    from embodied_r.methods import MethodSpecError, load_method
+
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise RecipeError(f"{source}: 'method' must be a method's name or a 'module:attr' path to a Method "
+                          f"(e.g. my_pkg.method:METHOD), got {value!r}")
+    try:
+        return load_method(value)
+    except MethodSpecError as exc:
+        raise RecipeError(f"{source}: method: {exc}") from None
+
+
+def method_schedule(method: Method, rewards: Any, source: str = "recipe") -> Any:
+    """``method``'s ``reward_schedule`` (a copy), the default of a recipe that names the method and no schedule;
+    a RecipeError naming both keys when it cannot weight the recipe's rewards (a list of stages names exact
+    rewards)."""
+    from embodied_r.training.schedule import RewardSchedule, ScheduleError
+
+    schedule = copy.deepcopy(method.reward_schedule)
+    try:
+        names = [reward_spec(entry)[0] for entry in rewards]
+    except (RecipeError, TypeError):
+        return schedule  # malformed rewards: validate() says which
+    try:
+        RewardSchedule.from_config(schedule, names)
+    except ScheduleError as exc:
+        raise RecipeError(f"{source}: method {method.name}'s reward_schedule (the default of a recipe that names "
+                          f"none) does not fit the rewards {names}: {exc}; set reward_schedule (null: constant "
+                          "weights)") from None
+    return schedule
 
 
 def run_settings(recipe: Recipe) -> dict[str, Any]:
@@ -519,8 +568,19 @@ def check_prompt_version(recipe: Recipe, rows: list[Any], source: str) -> None:
                     if r.meta.get("prompt_version") not in (None, recipe.prompt_version)})
     if other:
         raise RecipeError(f"{source}: rows were built with prompt version(s) {other}, the recipe asks for "
-                          f"{recipe.prompt_version!r}; rebuild them with `embodied-r build-prompts --prompt-version "
-                          f"{recipe.prompt_version}` or change prompt_version")
+                          f"{recipe.prompt_version!r}; rebuild them with {rebuild_command(recipe)} or change "
+                          "prompt_version")
+
+
+def rebuild_command(recipe: Recipe) -> str:
+    """The command that writes rows of the recipe's ``prompt_version``: its method's ``builds_rows``."""
+    from embodied_r.methods import BUILD_PROMPTS, method_for_version
+
+    method = method_for_version(recipe.prompt_version)
+    if method.builds_rows != BUILD_PROMPTS:
+        return f"`{method.builds_rows}` (it writes prompt version {recipe.prompt_version})"
+    named = "" if method is DEFAULT_METHOD else f" --method {recipe.method or method.name}"
+    return f"`{BUILD_PROMPTS}{named} --prompt-version {recipe.prompt_version}`"
 
 
 def context_policy(recipe: Recipe) -> Any:

@@ -9,8 +9,17 @@ spec                               what it reads
 ``mvbench:DIR``                    MVBench ``json/<task>.json`` (``mvbench:DIR#task1,task2`` for a few)
 ``synthetic:DIR``                  our ``synth world`` / ``synth robot`` folders (questions.jsonl)
 ``qa:FILE.jsonl``                  any QARecord jsonl (e.g. a split written by ``data split``)
+``MODULE:FUNCTION:PATH``           a loader of your own package, e.g. ``my_pkg.loaders:load_mine:DIR``
 ``FILE.json`` / ``FILE.jsonl``     official Embodied-R processed JSON / PromptRow jsonl (ready prompts)
 =================================  ==================================================================
+
+A loader is ``fn(path: str) -> (list[QARecord], LoadReport)``: it reads the questions under ``path``, skips
+the ones it cannot use with a reason (``LoadReport.skip``) and raises ``DataFileError`` only for a file it
+cannot read at all. A loader of your own is named by ``MODULE:FUNCTION:PATH``: exactly the first two colons
+split it, ``MODULE`` a dotted Python module name (importable: its folder on ``PYTHONPATH``) that is not one
+of the built-in names above and ``FUNCTION`` a name in it; the rest, colons included, is the path. A spec
+with one colon stays ``NAME:PATH``, so the two cannot be confused. Its records are checked like every
+loader's (``common.check_records``: duplicates and unscorable questions skipped with a reason).
 
 QA specs give questions only; the reasoner also needs the perception text of each question's video,
 which ``prompt_rows_from_perception`` joins in with the shared prompt builder.
@@ -18,9 +27,11 @@ which ``prompt_rows_from_perception`` joins in with the shared prompt builder.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from embodied_r.core.io import DataFileError, iter_jsonl
 from embodied_r.core.records import Perception, PromptRow, QARecord, RecordError
@@ -79,38 +90,88 @@ LOADERS: dict[str, QALoader] = {
 
 @dataclass(frozen=True)
 class DataSpec:
-    """A parsed ``--data`` value: ``loader`` is None for plain prompt/processed files."""
+    """A parsed ``--data`` value: ``loader`` is None for plain prompt/processed files, a built-in name, or the
+    ``"module:function"`` path of a loader of your own."""
 
     loader: str | None
     path: str
 
 
+# MODULE:FUNCTION:PATH, a loader of the user's own package: a dotted module name, a name in it, a path.
+_LOADER_PATH = re.compile(r"(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):(?P<function>[A-Za-z_]\w*):(?P<path>.*)",
+                          re.DOTALL)
+
+
 def parse_spec(spec: str) -> DataSpec:
-    """Split ``NAME:PATH``; a path without a known loader prefix is a plain file.
+    """Split ``NAME:PATH`` or ``MODULE:FUNCTION:PATH``; a path without a loader prefix is a plain file.
 
     >>> parse_spec("urbanvideo:data/MCQ.parquet")
     DataSpec(loader='urbanvideo', path='data/MCQ.parquet')
     >>> parse_spec("runs/prompts.jsonl")
     DataSpec(loader=None, path='runs/prompts.jsonl')
+    >>> parse_spec("my_pkg.loaders:load_mine:data/questions.csv")
+    DataSpec(loader='my_pkg.loaders:load_mine', path='data/questions.csv')
+    >>> parse_spec("qa:odd:name.jsonl")  # a built-in name comes first: the rest is its path
+    DataSpec(loader='qa', path='odd:name.jsonl')
     """
     name, sep, rest = str(spec).partition(":")
     if sep and name in LOADERS:
         if not rest:
             raise DataFileError(f"data spec {spec!r} has no path after '{name}:'")
         return DataSpec(name, rest)
+    own = _LOADER_PATH.fullmatch(str(spec))
+    if own and not Path(spec).exists():
+        if not own["path"]:
+            raise DataFileError(f"data spec {spec!r} has no path after '{own['module']}:{own['function']}:'")
+        return DataSpec(f"{own['module']}:{own['function']}", own["path"])
     if sep and len(name) > 1 and "/" not in name and "\\" not in name and not Path(spec).exists():
-        raise DataFileError(f"unknown data loader {name!r} in {spec!r}; choose one of {sorted(LOADERS)} "
+        raise DataFileError(f"unknown data loader {name!r} in {spec!r}; choose one of {sorted(LOADERS)}, give "
+                            "MODULE:FUNCTION:PATH for a loader of your own (e.g. my_pkg.loaders:load_mine:DIR), "
                             "or give a .json/.jsonl file")
     return DataSpec(None, str(spec))
 
 
+def loader_function(name: str) -> QALoader:
+    """The loader a spec names: a built-in one, or a ``"module:function"`` path imported now; a DataFileError
+    naming the path and what failed (no such module, no such function, not callable) otherwise."""
+    from embodied_r.methods import PathImportError, import_object
+
+    if name in LOADERS:
+        return LOADERS[name]
+    try:
+        loader = import_object(name)
+    except PathImportError as exc:
+        raise DataFileError(f"data loader {name}: {exc}") from None
+    if not callable(loader):
+        raise DataFileError(f"data loader {name}: is a {type(loader).__name__}, not a function "
+                            "fn(path) -> (list[QARecord], LoadReport)")
+    return loader
+
+
+def _checked_load(name: str, result: Any) -> tuple[list[QARecord], LoadReport]:
+    """What a loader of the user's own returned, checked like every loader's output (``check_records``)."""
+    contract = "it must return (list[QARecord], LoadReport)"
+    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], LoadReport)):
+        raise DataFileError(f"data loader {name} returned {type(result).__name__}; {contract}")
+    records, report = result
+    if not isinstance(records, list):
+        raise DataFileError(f"data loader {name} returned {type(records).__name__} records; {contract}")
+    for number, record in enumerate(records):
+        if not isinstance(record, QARecord):
+            raise DataFileError(f"data loader {name}: record {number} is a {type(record).__name__}; {contract}")
+    return check_records(records, report), report
+
+
 def load_qa(spec: str | DataSpec) -> tuple[list[QARecord], LoadReport]:
-    """Questions for a loader spec (``urbanvideo:PATH`` …)."""
+    """Questions for a loader spec (``urbanvideo:PATH`` …, ``my_pkg.loaders:load_mine:PATH``)."""
     parsed = parse_spec(spec) if isinstance(spec, str) else spec
     if parsed.loader is None:
-        raise DataFileError(f"{parsed.path}: a question loader spec is needed here (e.g. urbanvideo:PATH); "
-                            f"known loaders: {sorted(LOADERS)}")
-    return LOADERS[parsed.loader](parsed.path)
+        raise DataFileError(f"{parsed.path}: a question loader spec is needed here (e.g. urbanvideo:PATH, or "
+                            f"MODULE:FUNCTION:PATH for your own); known loaders: {sorted(LOADERS)}")
+    loader = loader_function(parsed.loader)
+    if parsed.loader in LOADERS:
+        return loader(parsed.path)
+    return _checked_load(parsed.loader, loader(parsed.path))
 
 
 # ---------------------------------------------------------------------------------------------------
