@@ -79,7 +79,7 @@ from embodied_r.methods.embodied_r.position_rules import POSITION_RULES
 Outcome = tuple[Any, str | None]
 
 
-def _option_letter(row: PromptRow, wanted: str) -> str | None:
+def option_letter(row: PromptRow, wanted: str) -> str | None:
     def norm(text: str) -> str:
         return " ".join(text.lower().replace(",", " , ").split()).rstrip(".")
 
@@ -90,7 +90,7 @@ def _option_letter(row: PromptRow, wanted: str) -> str | None:
 def last_action_rule(row: PromptRow, frames: Sequence[Frame]) -> Outcome:
     if not frames[-1].action:
         return None, "the last frame names no action"
-    letter = _option_letter(row, frames[-1].action)
+    letter = option_letter(row, frames[-1].action)
     return (letter, None) if letter else (None, f"the last action is not one of the options: {frames[-1].action}")
 
 
@@ -111,7 +111,7 @@ def appearance_order_rule(row: PromptRow, frames: Sequence[Frame]) -> Outcome:
     if tied:
         return None, f"categories first mentioned in the same frame: {', '.join(tied)}"
     order = ", ".join(sorted(categories, key=first.__getitem__))
-    letter = _option_letter(row, order)
+    letter = option_letter(row, order)
     return (letter, None) if letter else (None, f"no option lists the order of first mentions: {order}")
 
 
@@ -145,7 +145,7 @@ def egocentric_direction_rule(row: PromptRow, frames: Sequence[Frame]) -> Outcom
     if len(quadrants) != 1:
         return None, ("the last frame's direction words do not determine a quadrant" if not quadrants
                       else f"the last frame gives several quadrants: {', '.join(sorted(quadrants))}")
-    letter = _option_letter(row, quadrants.pop())
+    letter = option_letter(row, quadrants.pop())
     return (letter, None) if letter else (None, "the quadrant is not one of the options")
 
 
@@ -159,7 +159,7 @@ def _as_option(rule: Rule) -> Rule:
         answer, reason = rule(row, frames)
         if reason is not None or row.answer_type != "choice":
             return answer, reason
-        letter = _option_letter(row, str(answer))
+        letter = option_letter(row, str(answer))
         return (letter, None) if letter else (None, f"no option says: {answer}")
 
     return lettered

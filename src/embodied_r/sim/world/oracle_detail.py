@@ -38,8 +38,6 @@ from embodied_r.core.geometry import Box, box_distance, ccw_angle_deg, polygon_a
 from embodied_r.core.records import QARecord
 
 ANGLE_NOISE_DEG = 30.0  # degrees of angle noise per unit of detail_noise
-MOTIONS = ("Rotate left", "Rotate right", "Tilt upward", "Tilt downward", "Move forward", "Move backward",
-           "Move left", "Move right")
 _MIN_AMOUNT = {"deg": 0.05, "m": 0.005}  # pieces smaller than the rounding are not stated
 
 
@@ -284,7 +282,6 @@ def detailed_frames(detail: str, poses: dict[str, Any], boxes: dict[str, Box], q
     polygon = [tuple(p) for p in poses["meta"]["room_polygon"]]
     half_fov = half_horizontal_fov(poses)
     names, wall_names = Names(), Names()
-    mapped_walls: set[str] = set()
     origin = Pose.of(frames[indices[0]])
     out: list[dict[str, Any]] = []
     for k, index in enumerate(indices):
@@ -297,11 +294,11 @@ def detailed_frames(detail: str, poses: dict[str, Any], boxes: dict[str, Box], q
             listed.append((name, sight.label))
             if first:
                 new.append((name, sight.label))
-        walls = [(wall_names.name(f"wall_{i}", "wall")[0], i) for i in walls_in_view(pose, polygon, half_fov)]
+        walls = [(*wall_names.name(f"wall_{i}", "wall"), i) for i in walls_in_view(pose, polygon, half_fov)]
         if detail == "bearings":
             delta = _bearings_view(pose, boxes, listed, {n for n, _ in new}, walls, polygon, noise)
         else:
-            delta = _map_view(pose, origin, boxes, listed, new, walls, polygon, noise, mapped_walls)
+            delta = _map_view(pose, origin, boxes, listed, new, walls, polygon, noise)
         related = ""
         if detail == "relations" and k == len(indices) - 1:
             related = relation_facts(qa, boxes, poses, pose, names, sights)
@@ -318,7 +315,7 @@ def _noisy_motion_text(motion: list[tuple[str, float]], noise: NumberNoise) -> s
 
 
 def _bearings_view(pose: Pose, boxes: dict[str, Box], listed: list[tuple[str, str]], new: set[str],
-                   walls: list[tuple[str, int]], polygon: list[tuple[float, float]], noise: NumberNoise) -> str:
+                   walls: list[tuple[str, bool, int]], polygon: list[tuple[float, float]], noise: NumberNoise) -> str:
     parts = []
     for name, label in listed:
         box = boxes[label]
@@ -332,7 +329,7 @@ def _bearings_view(pose: Pose, boxes: dict[str, Box], listed: list[tuple[str, st
     view = f"In view: {'; '.join(parts)}." if parts else "In view: no objects."
     if walls:
         ends = []
-        for name, i in walls:
+        for name, _, i in walls:
             a, b = np.asarray(polygon[i], float), np.asarray(polygon[(i + 1) % len(polygon)], float)
             pa, pb = noise.point(pose, a), noise.point(pose, b)
             ends.append(f"{name} from {side_angle(pose.bearing(pa))}, {np.linalg.norm(pa - pose.xy):.2f} m to "
@@ -342,9 +339,9 @@ def _bearings_view(pose: Pose, boxes: dict[str, Box], listed: list[tuple[str, st
 
 
 def _map_view(pose: Pose, origin: Pose, boxes: dict[str, Box], listed: list[tuple[str, str]],
-              new: list[tuple[str, str]], walls: list[tuple[str, int]], polygon: list[tuple[float, float]],
-              noise: NumberNoise, mapped: set[str]) -> str:
-    """The map-frame view; ``mapped`` holds the walls already on the map (and gains those added now)."""
+              new: list[tuple[str, str]], walls: list[tuple[str, bool, int]], polygon: list[tuple[float, float]],
+              noise: NumberNoise) -> str:
+    """The map-frame view: camera, objects in view, and the objects and walls seen for the first time."""
     camera = origin.to_map(pose.xy)
     heading = wrap_deg(pose.yaw - origin.yaw)
     view = f"Camera at {_xy(camera)}, heading {side_angle(heading)}."
@@ -359,11 +356,10 @@ def _map_view(pose: Pose, origin: Pose, boxes: dict[str, Box], listed: list[tupl
                      f"{_object_facts(_noisy_box(box, noise))}")
     if added:
         view += f" New on the map: {'; '.join(added)}."
-    fresh = [(n, i) for n, i in walls if n not in mapped]
+    fresh = [(name, i) for name, first, i in walls if first]
     if fresh:
         ends = []
         for name, i in fresh:
-            mapped.add(name)
             a, b = np.asarray(polygon[i], float), np.asarray(polygon[(i + 1) % len(polygon)], float)
             ends.append(f"{name} from {_xy(origin.to_map(noise.point(pose, a)))} to "
                         f"{_xy(origin.to_map(noise.point(pose, b)))}")

@@ -29,8 +29,6 @@ def solve_row(row: PromptRow) -> Solved:
         plan = read_plan(frames)
     except NotReadable as exc:
         return Solved(reason=str(exc))
-    if "Facts:" in frames[-1].view:
-        plan.level = "relations"
     return solver(row, plan)
 
 

@@ -93,7 +93,7 @@ class PlanObject:
 
 @dataclass
 class Plan:
-    level: str  # "bearings" | "map"
+    level: str  # "bearings" | "map" | "relations"
     poses: list[Pose]
     objects: dict[str, PlanObject]
     walls: dict[str, tuple[Point, Point]]  # name -> (start, end), as first stated
@@ -152,9 +152,10 @@ def centre_on_ray(pose: Pose, bearing: float, distance: float, axis: float, long
 
 
 def detail_level(frames: Sequence[Frame]) -> str:
-    """``map``, ``bearings`` or ``words``, from how the frames are written."""
+    """``relations``, ``map``, ``bearings`` or ``words``, from how the frames are written (``relations`` is
+    the map with a facts sentence in the last frame)."""
     if any(f.view.startswith("Camera at (") for f in frames):
-        return "map"
+        return "relations" if frames and "Facts:" in frames[-1].view else "map"
     if any(f.view.startswith("In view:") for f in frames):
         return "bearings"
     return "words"
@@ -193,7 +194,7 @@ def read_plan(frames: Sequence[Frame]) -> Plan:
     for k, frame in enumerate(frames):
         if k > 0:
             pose, last_action = apply_motion(pose, frame.action)
-        if level == "map":
+        if level != "bearings":  # map and relations state the camera and the map
             camera = _CAMERA_RE.search(frame.view)
             if camera is None:
                 raise NotReadable(f"frame {frame.index} states no camera pose")
@@ -276,8 +277,3 @@ def room_outline(walls: dict[str, tuple[Point, Point]], tolerance: float = 0.15)
         used.add(following[0])
         current = segments[following[0]]
         outline.append(current[0])
-
-
-def polygon_area(points: Sequence[Point]) -> float:
-    """Shoelace area."""
-    return abs(sum(a[0] * b[1] - b[0] * a[1] for a, b in zip(points, [*points[1:], points[0]]))) / 2

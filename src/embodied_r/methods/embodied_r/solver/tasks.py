@@ -13,13 +13,16 @@ import math
 import re
 from collections.abc import Callable
 
-from embodied_r.core.geometry import Box, box_distance
+import numpy as np
+
+from embodied_r.core.geometry import Box, box_distance, ccw_angle_deg, polygon_area
 from embodied_r.core.parsing import option_texts
 from embodied_r.core.records import PromptRow
 from embodied_r.core.solving import Solved
-from embodied_r.core.spatial_rules import HARD_BINS, MEDIUM_BINS, angle_bin
+from embodied_r.core.spatial_rules import HARD_BINS, MEDIUM_BINS, angle_bin, classify_turn
 from embodied_r.methods.embodied_r.frame_text import counted_category, direction_object, question_text
-from embodied_r.methods.embodied_r.solver.reading import Plan, PlanObject, Point, polygon_area, room_outline, unit
+from embodied_r.methods.embodied_r.solver.reading import Plan, PlanObject, Point, room_outline, unit
+from embodied_r.methods.embodied_r.text_rules import option_letter
 
 _ABS_DISTANCE_RE = re.compile(r"between the (.+?) and the (.+?) \(in meters\)")
 _SIZE_RE = re.compile(r"dimension \(length, width, or height\) of the (.+?), measured")
@@ -29,16 +32,11 @@ _ROUTE_START_RE = re.compile(r"beginning at the (.+?) facing the ")
 _ROUTE_STOP_RE = re.compile(r"Go forward until the (.+?)(?= \d+\. |\. You have)")
 
 
-def _fold(text: str) -> str:
-    return " ".join(text.lower().replace(",", " , ").split()).rstrip(".")
-
-
 def choose(row: PromptRow, wanted: str) -> Solved:
-    """The letter of the option whose text is ``wanted``; not applicable when no option (or several) is."""
-    letters = [letter for letter, text in option_texts(row.options).items() if _fold(text) == _fold(wanted)]
-    if len(letters) != 1:
-        return Solved(reason=f"no single option reads {wanted!r}")
-    return Solved(letters[0])
+    """The letter of the option whose text is ``wanted`` (the text rule's matching); not applicable when no
+    option, or several, reads so."""
+    letter = option_letter(row, wanted)
+    return Solved(letter) if letter else Solved(reason=f"no single option reads {wanted!r}")
 
 
 def _instances(plan: Plan, category: str) -> list[PlanObject] | str:
@@ -55,12 +53,6 @@ def _box(obj: PlanObject) -> Box:
 def _gap(a: list[PlanObject], b: list[PlanObject]) -> float:
     """The least closest-point distance between any instance of ``a`` and any of ``b`` (VSI-Bench's)."""
     return min(box_distance(_box(x), _box(y)) for x in a for y in b)
-
-
-def _ccw(forward: Point, target: Point) -> float:
-    """Degrees in [0, 360) counter-clockwise from ``forward`` to ``target``."""
-    return math.degrees(math.atan2(forward[0] * target[1] - forward[1] * target[0],
-                                   forward[0] * target[0] + forward[1] * target[1])) % 360.0
 
 
 def _minus(a: Point, b: Point) -> Point:
@@ -135,7 +127,7 @@ def rel_direction(row: PromptRow, plan: Plan) -> Solved:
             return Solved(reason=found)
         centres.append(found[0].centre)
     stand, face, target = centres
-    theta = _ccw(_minus(face, stand), _minus(target, stand))
+    theta = ccw_angle_deg(_minus(face, stand), _minus(target, stand))
     if row.task.endswith("_hard"):
         return choose(row, angle_bin(theta, HARD_BINS))
     label = angle_bin(theta, MEDIUM_BINS)
@@ -156,14 +148,11 @@ def route_plan(row: PromptRow, plan: Plan) -> Solved:
         if isinstance(found, str):
             return Solved(reason=found)
         points.append(found[0].centre)
-    legs = [_minus(b, a) for a, b in zip(points, points[1:])]
-    turns = []
-    for heading, leg in zip(legs, legs[1:]):
-        angle = _ccw(heading, leg)
-        signed = angle if angle <= 180 else angle - 360
-        if abs(signed) < 45:
-            return Solved(reason="a leg goes straight on, which no turn names")
-        turns.append("Turn Back" if abs(signed) > 135 else "Turn Left" if signed > 0 else "Turn Right")
+    legs = [np.array(_minus(b, a)) for a, b in zip(points, points[1:])]
+    # No margin: the generator kept only turns at least 15° from a bin's edge, so the exact angle bins them.
+    turns = [classify_turn(heading, leg, margin=0.0) for heading, leg in zip(legs, legs[1:])]
+    if None in turns:
+        return Solved(reason="a leg goes straight on, which no turn names")
     return choose(row, ", ".join(turns))
 
 
@@ -191,7 +180,7 @@ def egocentric_direction(row: PromptRow, plan: Plan) -> Solved:
     if isinstance(found, str):
         return Solved(reason=found)
     last = plan.poses[-1]
-    theta = _ccw(unit(last.heading), _minus(found[0].centre, (last.x, last.y)))
+    theta = ccw_angle_deg(unit(last.heading), _minus(found[0].centre, (last.x, last.y)))
     return choose(row, angle_bin(theta, HARD_BINS))
 
 
