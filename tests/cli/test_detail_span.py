@@ -18,7 +18,7 @@ from embodied_r.methods.embodied_r.prompts import build_reasoner_messages
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    (["--backend", "oracle", "--detail", "pixels"], "choose one of words, bearings, map, relations"),
+    (["--backend", "oracle", "--detail", "pixels"], "choose one of words, bearings, map, relations, facts"),
     (["--backend", "oracle", "--detail", "map", "--detail-noise=-0.5"], "finite number >= 0"),
     (["--backend", "oracle", "--detail", "map", "--detail-noise", "nan"], "finite number >= 0"),
     (["--backend", "oracle", "--detail", "bearings", "--detail-noise", "inf"], "finite number >= 0"),

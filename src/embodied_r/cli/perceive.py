@@ -40,7 +40,8 @@ def add_detail_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"what the oracle writes, one of {levels}: words (as a VLM writes), bearings "
                              "(motion amounts, instance names, bearings, distances, sizes, walls), map (a "
                              "cognitive map in the first key frame's frame), relations (the map plus the facts "
-                             "the question needs) (default: %(default)s)")
+                             "the question needs), facts (the names in view and those facts, no map) "
+                             "(default: %(default)s)")
     detail.add_argument("--detail-noise", type=float, default=0.0, metavar="SIGMA",
                         help="noise sigma on the numbers the levels above words write (default: 0); at words, "
                              "--oracle-noise covers distances")

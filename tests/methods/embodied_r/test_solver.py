@@ -183,3 +183,49 @@ def test_a_prompt_without_frames_or_an_unknown_task_is_not_applicable() -> None:
     assert solve_row(row).reason == "the prompt has no 'Frame k:' lines"
     row = make_row(MAP, "scene_caption", "Describe the room.", None, 0)
     assert solve_row(row).reason == "no solver for task type 'scene_caption'"
+
+
+# The same room at the ``facts`` level: motions and names in view, and the oracle's facts sentence per type.
+FACTS_FRAMES = [(None, "In view: sofa 1."), ("Rotate right 45.0°", "In view: table 1, sofa 1."),
+                ("Rotate left 135.0°", "In view: door 1, chair 2."),
+                ("Move forward 2.00 m, then Rotate left 90.0°", "In view: chair 1.")]
+FACTS = {
+    "object_counting": "Facts: the chair instances seen: chair 1, chair 2.",
+    "object_abs_distance": "Facts: the sofa and the table are 1.50 m apart at their closest points.",
+    "object_size_estimation": "Facts: the sofa's longest side is 2.00 m.",
+    "room_size_estimation": "Facts: the floor area is 72.00 square metres.",
+    "object_rel_distance": "Facts: closest-point distances from the sofa: chair 2.15 m, table 1.50 m, door 2.50 m.",
+    "object_rel_direction_easy": "Facts: standing by the door facing the sofa, the table is 18.4° right of straight "
+                                 "ahead.",
+    "route_planning": "Facts: the route turns at the table 153.4° right.",
+    "obj_appearance_order": "Facts: first shown: door in frame 2, table in frame 1, sofa in frame 0.",
+    "egocentric_direction": "Facts: at the last frame the sofa is 146.3° left of straight ahead.",
+    "last_action": "",
+}
+FACTS["object_rel_direction_medium"] = FACTS["object_rel_direction_hard"] = FACTS["object_rel_direction_easy"]
+
+
+@pytest.mark.parametrize(("task", "question", "options", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_the_facts_level_is_answered_from_its_facts_sentence(task: str, question: str, options: list[str] | None,
+                                                             expected: Any) -> None:
+    row = make_row(FACTS_FRAMES, task, question, options, expected, facts=FACTS[task])
+    solved = solve_row(row)
+    assert solved.reason is None
+    assert solved.answer == (expected if isinstance(expected, str) else pytest.approx(expected, rel=0.01))
+    assert solved.copy == (task in ("object_abs_distance", "object_size_estimation", "room_size_estimation",
+                                    "last_action"))
+
+
+def test_the_facts_level_never_guesses() -> None:
+    case = CASES[4]  # relative distance
+    unreadable = solve_row(make_row(FACTS_FRAMES, *case[:3], case[3], facts="Facts: the sofa is somewhere."))
+    assert unreadable.answer is None and "does not read" in unreadable.reason
+    tied = solve_row(make_row(FACTS_FRAMES, *CASES[9][:3], CASES[9][3],
+                              facts="Facts: first shown: door in frame 2, table in frame 2, sofa in frame 0."))
+    assert tied.answer is None and "same key frame" in tied.reason
+    missing = solve_row(make_row(FACTS_FRAMES, *CASES[9][:3], CASES[9][3],
+                                 facts="Facts: first shown: door in no frame, table in frame 1, sofa in frame 0."))
+    assert missing.answer is None and "door is in no frame" in missing.reason
+    none_seen = solve_row(make_row(FACTS_FRAMES, *CASES[0][:3], CASES[0][3],
+                                   facts="Facts: the chair instances seen: none."))
+    assert none_seen.answer is None

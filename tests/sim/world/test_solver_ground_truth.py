@@ -1,5 +1,5 @@
 """The exact solver against the generator's ground truth, on a world of 40 rooms (built without rendering, so
-the numbers do not depend on a GL driver), at the ``bearings``, ``map`` and ``relations`` levels; and the
+the numbers do not depend on a GL driver), at the ``bearings``, ``map``, ``relations`` and ``facts`` levels; and the
 ``words`` text pinned byte for byte to what it was before the detail levels existed.
 
 The solver reads only the prompt text; the answers come from the scene files. Questions are kept, as
@@ -45,7 +45,7 @@ def prompt_row(out: Path, qa: QARecord, detail: str, key_frames: int = 6,
     return row, span
 
 
-@pytest.mark.parametrize("detail", ["bearings", "map", "relations"])
+@pytest.mark.parametrize("detail", ["bearings", "map", "relations", "facts"])
 def test_the_solver_reaches_95_percent_on_every_task_type(world: tuple[Path, list[QARecord]], detail: str) -> None:
     out, questions = world
     asked: dict[str, int] = defaultdict(int)
@@ -114,7 +114,7 @@ def test_miss_and_wrong_label_noise_work_at_every_level(world) -> None:
     out, questions = world
     qa = next(q for q in questions if q.task == "object_counting")
     times = key_times(out, qa)
-    for detail in ("bearings", "map", "relations"):
+    for detail in ("bearings", "map", "relations", "facts"):
         missed = oracle_frames(out, qa, times, noise=OracleNoise(miss_prob=1.0), detail=detail)
         assert all("In view: no objects." in f["delta"] for f in missed)
         renamed = oracle_frames(out, qa, times, noise=OracleNoise(wrong_label_prob=1.0), detail=detail, seed=3)

@@ -6,7 +6,9 @@ line can offer them as choices without loading the world code.
   bearing, distance, footprint and height, and the walls in view.
 - ``map``: a cognitive map in the first key frame's frame: camera poses, object centres and footprints, walls.
 - ``relations``: the map plus the facts the question needs stated outright.
+- ``facts``: the motion and the names in view per key frame, and the facts the question needs (no map):
+  the easiest and shortest level (on the 300-room ladder world, 40 % of ``relations``' characters).
 """
 
-DETAIL_LEVELS = ("words", "bearings", "map", "relations")
+DETAIL_LEVELS = ("words", "bearings", "map", "relations", "facts")
 SPANS = ("1", "2", "any")

@@ -1,4 +1,5 @@
-"""Oracle perception at the detail levels that determine the answers: ``bearings``, ``map`` and ``relations``.
+"""Oracle perception at the detail levels that determine the answers: ``bearings``, ``map``, ``relations``
+and ``facts``.
 
 The ``words`` level (oracle.py) writes what a VLM writes, and its text does not determine most spatial
 answers. These levels state enough that an exact solver over the prompt text alone
@@ -15,6 +16,9 @@ answers. These levels state enough that an exact solver over the prompt text alo
   view, each object's centre and footprint when it first comes into view, and each wall's ends.
 - ``relations``: the map, plus one sentence in the last frame stating the facts the question needs
   (distances, first frames, instances, angles), so one step is left: choose the least, order, count, bin.
+- ``facts``: the bottom rung, short enough to train on a CPU: per key frame the motion and the names in
+  view (no positions, sizes or walls), and the same facts sentence in the last frame. What the question
+  needs is in that one sentence; the model's part is the last step alone.
 
 Camera motion is stated as the sequence of single actions the walk is made of: between two video
 frames that straddle the end of one primitive and the start of the next, rotation, tilt and translation
@@ -274,7 +278,7 @@ def _noisy_box(box: Box, noise: NumberNoise) -> Box:
 def detailed_frames(detail: str, poses: dict[str, Any], boxes: dict[str, Box], qa: QARecord,
                     indices: list[int], sights: list[list[Sight]], seed: int,
                     detail_noise: float) -> list[dict[str, Any]]:
-    """Per key frame ``{action, delta, q_related, raw}`` at ``detail`` (bearings, map or relations).
+    """Per key frame ``{action, delta, q_related, raw}`` at ``detail`` (bearings, map, relations or facts).
 
     ``indices`` are the key frames' video frame indices and ``sights`` the objects each one shows (after
     the miss and wrong-label noise, in the order they are listed)."""
@@ -297,10 +301,12 @@ def detailed_frames(detail: str, poses: dict[str, Any], boxes: dict[str, Box], q
         walls = [(*wall_names.name(f"wall_{i}", "wall"), i) for i in walls_in_view(pose, polygon, half_fov)]
         if detail == "bearings":
             delta = _bearings_view(pose, boxes, listed, {n for n, _ in new}, walls, polygon, noise)
+        elif detail == "facts":
+            delta = f"In view: {', '.join(n for n, _ in listed)}." if listed else "In view: no objects."
         else:
             delta = _map_view(pose, origin, boxes, listed, new, walls, polygon, noise)
         related = ""
-        if detail == "relations" and k == len(indices) - 1:
+        if detail in ("relations", "facts") and k == len(indices) - 1:
             related = relation_facts(qa, boxes, poses, pose, names, sights)
         raw = f"{delta} {related}".strip() if k == 0 else f"1. {action}\n2. {delta}\n3. {related}".rstrip()
         out.append({"action": action, "delta": delta, "q_related": related, "raw": raw})

@@ -93,7 +93,7 @@ class PlanObject:
 
 @dataclass
 class Plan:
-    level: str  # "bearings" | "map" | "relations"
+    level: str  # "bearings" | "map" | "relations" (``facts`` has no plan: solver/facts.py)
     poses: list[Pose]
     objects: dict[str, PlanObject]
     walls: dict[str, tuple[Point, Point]]  # name -> (start, end), as first stated
@@ -152,10 +152,13 @@ def centre_on_ray(pose: Pose, bearing: float, distance: float, axis: float, long
 
 
 def detail_level(frames: Sequence[Frame]) -> str:
-    """``relations``, ``map``, ``bearings`` or ``words``, from how the frames are written (``relations`` is
-    the map with a facts sentence in the last frame)."""
+    """``relations``, ``map``, ``facts``, ``bearings`` or ``words``, from how the frames are written
+    (``relations`` is the map with a facts sentence in the last frame; ``facts`` the names in view with one)."""
+    facts = bool(frames) and "Facts:" in frames[-1].view
     if any(f.view.startswith("Camera at (") for f in frames):
-        return "relations" if frames and "Facts:" in frames[-1].view else "map"
+        return "relations" if facts else "map"
+    if facts:
+        return "facts"
     if any(f.view.startswith("In view:") for f in frames):
         return "bearings"
     return "words"
@@ -181,6 +184,8 @@ def apply_motion(pose: Pose, action: str | None) -> tuple[Pose, str | None]:
 def read_plan(frames: Sequence[Frame]) -> Plan:
     """The plan the frames' text states; ``NotReadable`` at the words level."""
     level = detail_level(frames)
+    if level == "facts":
+        raise NotReadable("the facts level states no positions, only the question's facts (solver/facts.py)")
     if level == "words":
         raise NotReadable("the frames are described in words (direction words, rounded distances): positions "
                           "are not determined")

@@ -127,13 +127,22 @@ def rel_direction(row: PromptRow, plan: Plan) -> Solved:
             return Solved(reason=found)
         centres.append(found[0].centre)
     stand, face, target = centres
-    theta = ccw_angle_deg(_minus(face, stand), _minus(target, stand))
-    if row.task.endswith("_hard"):
-        return choose(row, angle_bin(theta, HARD_BINS))
+    return choose(row, rel_direction_label(row.task, ccw_angle_deg(_minus(face, stand), _minus(target, stand))))
+
+
+def rel_direction_label(task: str, theta: float) -> str:
+    """The option text for a counter-clockwise angle ``theta`` in [0, 360) at a relative-direction level:
+    hard's quadrants, medium's left / back / right, easy's left / right.
+
+    >>> rel_direction_label("object_rel_direction_easy", 170.0), rel_direction_label("object_rel_direction_hard", 300.0)
+    ('left', 'front-right')
+    """
+    if task.endswith("_hard"):
+        return angle_bin(theta, HARD_BINS)
     label = angle_bin(theta, MEDIUM_BINS)
-    if row.task.endswith("_easy") and label == "back":  # easy asks left or right only
+    if task.endswith("_easy") and label == "back":  # easy asks left or right only
         label = "left" if theta < 180 else "right"
-    return choose(row, label)
+    return label
 
 
 def route_plan(row: PromptRow, plan: Plan) -> Solved:
