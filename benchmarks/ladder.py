@@ -16,6 +16,10 @@ the same warm-up share it:
    the gold answers with the same seed (GRPO's rows and steps unless ``--sft-batch`` / ``--sft-steps``
    say otherwise; ``--sft-rotations``: each question at every letter); with ``--grpo-from-sft`` GRPO
    starts from that seed's SFT model instead (what GRPO adds after SFT; "GRPO - SFT" compares the two);
+   with it, two optional runs per seed in the same arm, at its rows and steps: ``--control``, the
+   random-reward control (GRPO from the same SFT model with accuracy replaced by ``accuracy_shuffled``, the
+   true rewards permuted within each group: a model can gain from any reward, so GRPO's gain counts only
+   above it), and ``--grpo-alone`` (GRPO from the warm-up with the arm's recipe otherwise);
 4. every model evaluated on ``--split`` (dev while choosing, test once per final arm) with
    ``embodied-r eval`` and the baselines random, letter prior and answer-text prior (both fit on train),
    **blind** (the same model with the video text removed), **text rule** (the best simple rule over
@@ -24,15 +28,21 @@ the same warm-up share it:
 5. the table: per task type, the warm-up, each seed's GRPO score, GRPO - warm-up per seed with its exact
    paired test ("better in k of n seeds") and across seeds with a t-interval over seeds, GRPO - its blind
    self, SFT, and the baselines; fewer than ``MIN_QUESTIONS`` questions of a type -> "too few questions".
-   Its header line names the data's detail level and span.
+   Its header line names the data's detail level and span. An arm with the control or GRPO alone gets a
+   second table: each one's score per seed and blind self, GRPO - control, GRPO alone - blind, - warm-up
+   and - SFT; ``--record PATH`` also writes the tables as JSON for the docs (:func:`record`).
 
 Test is evaluated once per final arm: the first test evaluation of an arm freezes its settings in
 ``OUT/test_log.json``; the same arm name with other settings is refused there, and the table lists every
-arm that has touched test.
+arm that has touched test. The control and GRPO alone are part of their arm's settings: an arm run
+without them can add them later (same recipe), never change them.
 
     python benchmarks/ladder.py --out runs/ladder --arm base --seeds 0 --split dev          # explore on dev
     python benchmarks/ladder.py --out runs/ladder --arm base --seeds 0,1,2,3,4 --split test --sft   # final
+    python benchmarks/ladder.py --out runs/ladder --arm after --seeds 0,1,2 --sft --grpo-from-sft --control \
+        --grpo-alone                                                                          # four arms
     python benchmarks/ladder.py --out runs/ladder --table --split test                       # print again
+    python benchmarks/ladder.py --out runs/ladder --table --record docs/records/ladder.json  # for the docs
 """
 
 from __future__ import annotations
@@ -66,6 +76,15 @@ EVAL_BASELINES = "random,prior,answer-prior,blind,text-rule,solver"
 OLD_DATA_DEFAULTS = {"detail": "words", "span": None}
 # Keys of an arm that may differ between its runs: the seed, and the paths that follow from it.
 SEED_KEYS = ("seed", "output_dir", "description")
+# The extra GRPO runs of an arm trained after SFT (--control, --grpo-alone): the name in folders
+# (``seed{N}-NAME``, evaluation ``ARM-NAME-seed{N}``) -> the key of its scores in the summary.
+VARIANTS = {"control": "control", "alone": "grpo_alone"}
+# Evaluation name suffix -> summary key: the SFT model and each variant; the rest is the arm's GRPO.
+EVAL_KINDS = {"sft": "sft", **VARIANTS}
+# The recipe keys a variant's seeds may differ in besides SEED_KEYS (each run's starting model), and the
+# keys it may differ in from its arm's GRPO run of the same seed (what the variant changes).
+VARIANT_POOL_IGNORES = {"control": ("model",), "alone": ()}
+VARIANT_CHANGES = {"control": ("rewards",), "alone": ("model",)}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -259,38 +278,117 @@ def grpo_recipe(args: argparse.Namespace, train: Path, start: Path, out: Path, s
 
 
 def arm_settings(args: argparse.Namespace, train: Path, start: Path) -> dict[str, Any]:
-    """What an arm is, apart from its seeds: the recipe (seed 0's, paths included) and the warm-up."""
+    """What an arm is, apart from its seeds: the recipe (seed 0's, paths included), the warm-up, SFT's
+    settings, and the variants asked for (``variants``: each one's recipe keys that differ from the arm's)."""
     recipe = grpo_recipe(args, train, start, args.out / "arms" / args.arm / "seedN", 0)
     if args.grpo_from_sft:
         recipe["model"] = str(args.out / "arms" / args.arm / "sft-seed{seed}" / "warmup" / "model")
     settings = {"recipe": {k: v for k, v in recipe.items() if k not in SEED_KEYS}, "warmup": warmup_name(args),
                 "sft": {"steps": args.sft_steps, "batch_size": args.sft_batch, "learning_rate": args.sft_learning_rate,
                         **({"rotations": True} if args.sft_rotations else {})} if args.sft else None}
-    return {**settings, "grpo_from": "sft"} if args.grpo_from_sft else settings
+    if args.grpo_from_sft:
+        settings["grpo_from"] = "sft"
+    if args.variants:
+        settings["variants"] = {name: variant_changes(name, recipe, start) for name in args.variants}
+    return settings
+
+
+def variant_changes(variant: str, recipe: dict[str, Any], start: Path) -> dict[str, Any]:
+    """What a variant changes in the arm's GRPO recipe: the control its rewards (accuracy shuffled), GRPO
+    alone its starting model (the warm-up ``start``); everything else, rows and steps included, is the arm's."""
+    if variant == "control":
+        return {"rewards": control_rewards(recipe)}
+    return {"model": str(start)}
+
+
+def control_rewards(recipe: dict[str, Any]) -> list[Any]:
+    """The recipe's rewards with ``accuracy`` replaced by ``accuracy_shuffled`` (its options kept) at the
+    same weights. A staged schedule weighs rewards by name, so the renamed reward would get another weight
+    there: refused, as is a recipe without the accuracy reward (there is nothing to shuffle)."""
+    from embodied_r.methods.rewards import reward_spec
+
+    if recipe.get("reward_schedule") is not None:
+        raise SystemExit("--control keeps the arm's reward weights, which a reward_schedule gives by name: "
+                         "use constant reward_weights")
+    specs = [reward_spec(entry) for entry in recipe["rewards"]]
+    if "accuracy" not in [name for name, _ in specs]:
+        raise SystemExit(f"--control shuffles the accuracy reward; the arm's rewards {recipe['rewards']} have none")
+    return [entry if name != "accuracy" else {"accuracy_shuffled": options} if options else "accuracy_shuffled"
+            for entry, (name, options) in zip(recipe["rewards"], specs)]
 
 
 def freeze_arm(args: argparse.Namespace, settings: dict[str, Any]) -> None:
     """An arm's settings are fixed by its first run; another run under its name must match (its seeds
-    pool only if they differ in nothing else)."""
+    pool only if they differ in nothing else). SFT and the variants may be added to an arm that ran
+    without them (the recipe is the arm's either way); one that ran with other settings is refused."""
     path = args.out / "arms" / args.arm / "settings.json"
+    settings = json.loads(json.dumps(settings))  # as the settings file stores them
     if path.is_file():
         before = read_json(path)
-        if (before["recipe"] != json.loads(json.dumps(settings["recipe"])) or before["warmup"] != settings["warmup"]
+        if (before["recipe"] != settings["recipe"] or before["warmup"] != settings["warmup"]
                 or before.get("grpo_from") != settings.get("grpo_from")):
             raise SystemExit(f"arm {args.arm!r} was run with other settings ({path}); choose another --arm name")
         if settings["sft"] is not None and before.get("sft") not in (None, settings["sft"]):
             raise SystemExit(f"arm {args.arm!r} ran SFT with {before['sft']}; choose another --arm name")
+        variants = merged_variants(args.arm, before.get("variants") or {}, settings.get("variants") or {})
         settings = {**before, "sft": settings["sft"] or before.get("sft")}
+        if variants:
+            settings["variants"] = variants
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(path, settings)
 
 
-def train_seed(args: argparse.Namespace, train: Path, start: Path, seed: int, progress: Progress) -> Path:
-    out = args.out / "arms" / args.arm / f"seed{seed}"
+def merged_variants(arm: str, before: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any]:
+    """The variants an arm has after this run: those it ran and those asked for; a variant asked for with
+    other changes than it ran with is refused (its seeds would not pool)."""
+    for name, changes in asked.items():
+        if name in before and before[name] != changes:
+            raise SystemExit(f"arm {arm!r} ran its {name} with {before[name]}, not {changes}; "
+                             "choose another --arm name")
+    return {**before, **asked}
+
+
+def run_folder_name(seed: int, variant: str | None = None) -> str:
+    """A GRPO run's folder in ``OUT/arms/ARM``: ``seed{N}``, a variant's ``seed{N}-NAME`` beside it."""
+    return f"seed{seed}" + (f"-{variant}" if variant else "")
+
+
+def eval_name(arm: str, seed: int, kind: str | None = None) -> str:
+    """An evaluation's folder name: ``ARM-seed{N}`` for the arm's GRPO, ``ARM-KIND-seed{N}`` for its SFT
+    model and variants (:func:`eval_kind` reads it back).
+
+    >>> eval_name("base", 2), eval_name("base", 2, "control")
+    ('base-seed2', 'base-control-seed2')
+    """
+    return f"{arm}-{kind}-seed{seed}" if kind else f"{arm}-seed{seed}"
+
+
+def eval_kind(name: str) -> tuple[str, str, int]:
+    """``(arm, summary key, seed)`` of an evaluation folder :func:`eval_name` named.
+
+    >>> eval_kind("base-seed2"), eval_kind("base-alone-seed2")
+    (('base', 'grpo', 2), ('base', 'grpo_alone', 2))
+    """
+    arm, _, seed = name.rpartition("-seed")
+    for suffix, key in EVAL_KINDS.items():
+        if arm.endswith(f"-{suffix}"):
+            return arm.removesuffix(f"-{suffix}"), key, int(seed)
+    return arm, "grpo", int(seed)
+
+
+def train_seed(args: argparse.Namespace, train: Path, start: Path, seed: int, progress: Progress,
+               variant: str | None = None) -> Path:
+    """One seed's GRPO from ``start`` (a variant's in its own folder, under its own stage name)."""
+    out = args.out / "arms" / args.arm / run_folder_name(seed, variant)
     out.mkdir(parents=True, exist_ok=True)
+    recipe = grpo_recipe(args, train, start, out, seed)
+    if variant == "control":
+        recipe.update(rewards=control_rewards(recipe), description=f"{recipe['description']}, random-reward control")
+    elif variant == "alone":
+        recipe["description"] += ", GRPO alone (from the warm-up)"
     recipe_path = out / "recipe.yaml"
-    atomic_write_text(recipe_path, yaml.safe_dump(grpo_recipe(args, train, start, out, seed), sort_keys=False))
-    progress.run(f"train:{args.arm}:seed{seed}", ["train", "--recipe", str(recipe_path)])
+    atomic_write_text(recipe_path, yaml.safe_dump(recipe, sort_keys=False))
+    progress.run(f"train:{args.arm}:{out.name}", ["train", "--recipe", str(recipe_path)])
     return out / "final"
 
 
@@ -324,7 +422,9 @@ def evaluate(args: argparse.Namespace, name: str, model: Path, data: Path, train
 
 
 def log_test(args: argparse.Namespace, settings: dict[str, Any]) -> None:
-    """Test is for final arms: record each arm's first test evaluation; refuse changed settings."""
+    """Test is for final arms: record each arm's first test evaluation; refuse changed settings. A variant
+    (the control, GRPO alone) added later is part of the same arm: the log notes when it first touched test
+    (what it changes was checked by :func:`freeze_arm`)."""
     path = args.out / "test_log.json"
     log = read_json(path) if path.is_file() else {}
     entry = log.get(args.arm)
@@ -332,8 +432,13 @@ def log_test(args: argparse.Namespace, settings: dict[str, Any]) -> None:
     if entry is not None and entry["settings"] != frozen:
         raise SystemExit(f"arm {args.arm!r} was evaluated on test with other settings ({path}): test is "
                          "evaluated once per final arm; choose on dev")
-    if entry is None:
-        log[args.arm] = {"settings": frozen, "first_evaluated": time.strftime("%Y-%m-%d %H:%M")}
+    now = time.strftime("%Y-%m-%d %H:%M")
+    updated = entry or {"settings": frozen, "first_evaluated": now}
+    new = [name for name in settings.get("variants") or {} if name not in updated.get("variants", {})]
+    if new:
+        updated = {**updated, "variants": {**updated.get("variants", {}), **dict.fromkeys(new, now)}}
+    if updated != entry:
+        log[args.arm] = updated
         atomic_write_json(path, log)
 
 
@@ -379,7 +484,6 @@ def compare_seeds(seeds: dict[int, dict[str, float]], shared: dict[str, float] |
 
 def summarise(out: Path, split: str) -> dict[str, Any]:
     """The ladder table of every arm evaluated on ``split``, from the evaluation folders alone."""
-    from embodied_r.core.intervals import check_poolable
     from embodied_r.evaluation.text_rule_baseline import text_rule_predictions
 
     evals = out / "evals" / split
@@ -399,7 +503,8 @@ def summarise(out: Path, split: str) -> dict[str, Any]:
     tasks = sorted({str(r["task"]) for r in rows.values()}) + ["all"]
     for folder in sorted(evals.glob("warmup-*")):
         result["warmups"][folder.name[len("warmup-"):]] = {
-            "scores": by_task(predictions(folder)), "blind": by_task(predictions(folder, "blind.jsonl"))}
+            "scores": by_task(predictions(folder)), "blind": by_task(predictions(folder, "blind.jsonl")),
+            "model": evaluated_model(folder)}
     for task in tasks:
         n = len(rule.get(task, {})) if task != "all" else len(rows)
         result["tasks"][task] = {
@@ -409,47 +514,93 @@ def summarise(out: Path, split: str) -> dict[str, Any]:
             "text_rule": mean(rule.get(task, {})), "ceiling": mean(exact_rule.get(task, {})),
             "solver": solver.get(task),
         }
+    for arm, entry in arm_evaluations(evals).items():
+        settings = read_json(out / "arms" / arm / "settings.json")
+        check_arm_recipes(out / "arms" / arm, settings, entry)
+        warm = result["warmups"].get(settings["warmup"])
+        result["arms"][arm] = {"settings": settings, "seeds": sorted(entry["grpo"]), "models": entry["models"],
+                               "tasks": {task: task_row(entry, warm, task) for task in tasks}}
+    test_log = out / "test_log.json"
+    result["arms_evaluated_on_test"] = sorted(read_json(test_log)) if test_log.is_file() else []
+    return result
+
+
+def evaluated_model(folder: Path) -> str | None:
+    """The model an evaluation scored (its ``metrics.json``), for the record; None where it says none."""
+    return read_json(folder / "metrics.json").get("model") if (folder / "metrics.json").is_file() else None
+
+
+def arm_evaluations(evals: Path) -> dict[str, dict[str, Any]]:
+    """Per arm, the scores by task of each evaluated run: ``grpo``, ``sft``, each variant's key
+    (``VARIANTS``) and every GRPO run's ``<key>_blind``; ``models``: the model each evaluation scored."""
     arms: dict[str, dict[str, Any]] = {}
     for folder in sorted(evals.iterdir()) if evals.is_dir() else []:
         if folder.name.startswith("warmup-") or not (folder / "metrics.json").is_file():
             continue
-        arm, _, seed = folder.name.rpartition("-seed")
-        kind = "sft" if arm.endswith("-sft") else "grpo"
-        arm = arm.removesuffix("-sft")
-        entry = arms.setdefault(arm, {"grpo": {}, "grpo_blind": {}, "sft": {}})
-        entry[kind][int(seed)] = by_task(predictions(folder))
-        if kind == "grpo":
-            entry["grpo_blind"][int(seed)] = by_task(predictions(folder, "blind.jsonl"))
-    for arm, entry in arms.items():
-        settings = read_json(out / "arms" / arm / "settings.json")
-        recipes = {f"seed{s}": yaml.safe_load((out / "arms" / arm / f"seed{s}" / "recipe.yaml").read_text())
-                   for s in entry["grpo"]}
-        # Seeds of one arm differ in nothing else (GRPO after SFT starts from each seed's own SFT model).
-        check_poolable(recipes, ignore=SEED_KEYS + (("model",) if settings.get("grpo_from") == "sft" else ()))
-        warm = result["warmups"].get(settings["warmup"])
-        table = {}
-        for task in tasks:
-            grpo = {s: scores.get(task, {}) for s, scores in entry["grpo"].items()}
-            blind = {s: scores.get(task, {}) for s, scores in entry["grpo_blind"].items()}
-            sft = {s: scores.get(task, {}) for s, scores in entry["sft"].items()}
-            row: dict[str, Any] = {"grpo": {s: mean(v) for s, v in grpo.items()},
-                                   "grpo_blind": {s: mean(v) for s, v in blind.items()},
-                                   "sft": {s: mean(v) for s, v in sft.items()}}
-            if warm is not None:
-                row["warmup"] = mean(warm["scores"].get(task, {}))
-                row["warmup_blind"] = mean(warm["blind"].get(task, {}))
-                row["grpo_vs_warmup"] = compare_seeds(grpo, shared=warm["scores"].get(task, {}))
-                if sft:
-                    row["sft_vs_warmup"] = compare_seeds(sft, shared=warm["scores"].get(task, {}))
-            if blind and all(blind.values()):
-                row["grpo_vs_blind"] = compare_seeds(grpo, per_seed=blind)
-            if sft:
-                row["grpo_vs_sft"] = compare_seeds({s: v for s, v in grpo.items() if s in sft}, per_seed=sft)
-            table[task] = row
-        result["arms"][arm] = {"settings": settings, "seeds": sorted(entry["grpo"]), "tasks": table}
-    test_log = out / "test_log.json"
-    result["arms_evaluated_on_test"] = sorted(read_json(test_log)) if test_log.is_file() else []
-    return result
+        arm, kind, seed = eval_kind(folder.name)
+        entry = arms.setdefault(arm, {"grpo": {}, "grpo_blind": {}, "sft": {}, "models": {}})
+        entry.setdefault(kind, {})[seed] = by_task(predictions(folder))
+        if kind != "sft":  # SFT's evaluation skips the blind pass
+            entry.setdefault(f"{kind}_blind", {})[seed] = by_task(predictions(folder, "blind.jsonl"))
+        entry["models"].setdefault(kind, {})[seed] = evaluated_model(folder)
+    return arms
+
+
+def check_arm_recipes(folder: Path, settings: dict[str, Any], entry: dict[str, Any]) -> None:
+    """Seeds pool only if their recipes differ in nothing but the seed (GRPO after SFT, and the control,
+    start from each seed's own SFT model); a variant's run differs from the arm's GRPO of its seed only in
+    what the variant changes (the same rows, steps and everything else)."""
+    from embodied_r.core.intervals import check_poolable
+
+    def recipes(variant: str | None, seeds: Any) -> dict[int, dict[str, Any]]:
+        return {s: yaml.safe_load((folder / run_folder_name(s, variant) / "recipe.yaml").read_text()) for s in seeds}
+
+    def named(runs: dict[int, dict[str, Any]], variant: str | None = None) -> dict[str, dict[str, Any]]:
+        return {run_folder_name(s, variant): recipe for s, recipe in runs.items()}  # check_poolable names them
+
+    main = recipes(None, entry["grpo"])
+    check_poolable(named(main), ignore=SEED_KEYS + (("model",) if settings.get("grpo_from") == "sft" else ()))
+    for name, key in VARIANTS.items():
+        runs = recipes(name, entry.get(key, {}))
+        check_poolable(named(runs, name), ignore=SEED_KEYS + VARIANT_POOL_IGNORES[name])
+        for seed in sorted(set(runs) & set(main)):
+            check_poolable({**named({seed: main[seed]}), **named({seed: runs[seed]}, name)},
+                           ignore=SEED_KEYS + VARIANT_CHANGES[name])
+
+
+def task_row(entry: dict[str, Any], warm: dict[str, Any] | None, task: str) -> dict[str, Any]:
+    """One task type's line of an arm: each run's mean score per seed (``grpo``, ``grpo_blind``, ``sft``,
+    and the variants present), the warm-up's, and the comparisons (:func:`comparisons`)."""
+    scores = {kind: {s: by_seed.get(task, {}) for s, by_seed in runs.items()}
+              for kind, runs in entry.items() if kind != "models"}
+    row: dict[str, Any] = {kind: {s: mean(v) for s, v in per_seed.items()} for kind, per_seed in scores.items()}
+    warm_scores = None
+    if warm is not None:
+        warm_scores = warm["scores"].get(task, {})
+        row["warmup"] = mean(warm_scores)
+        row["warmup_blind"] = mean(warm["blind"].get(task, {}))
+    return {**row, **comparisons(scores, warm_scores)}
+
+
+def comparisons(scores: dict[str, dict[int, dict[str, float]]],
+                warm: dict[str, float] | None) -> dict[str, dict[str, Any]]:
+    """The paired comparisons of one task type, each ``A_vs_B`` (A − B): GRPO against the warm-up, its blind
+    self, SFT and the control; SFT against the warm-up; GRPO alone against the warm-up, its blind self and
+    SFT. A comparison needs both sides (a blind pass, a warm-up evaluation, the variant run)."""
+    out: dict[str, dict[str, Any]] = {}
+    for kind in ("grpo", "sft", "grpo_alone"):
+        if scores.get(kind) and warm is not None:
+            out[f"{kind}_vs_warmup"] = compare_seeds(scores[kind], shared=warm)
+    for kind in ("grpo", "grpo_alone"):
+        blind = scores.get(f"{kind}_blind")
+        if scores.get(kind) and blind and all(blind.values()):
+            out[f"{kind}_vs_blind"] = compare_seeds(scores[kind], per_seed=blind)
+    for kind, other in (("grpo", "sft"), ("grpo", "control"), ("grpo_alone", "sft")):
+        if scores.get(kind) and scores.get(other):
+            reference = scores[other]
+            out[f"{kind}_vs_{other}"] = compare_seeds({s: v for s, v in scores[kind].items() if s in reference},
+                                                      per_seed=reference)
+    return out
 
 
 def solver_reach(evals: Path) -> dict[str, dict[str, float | None]]:
@@ -513,31 +664,152 @@ def data_words(data: dict[str, Any] | None) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
+    """Per arm its table (:func:`arm_table`) and, with a control or GRPO alone, their table (:func:`variant_table`)."""
     lines = []
     for arm, info in result["arms"].items():
-        seeds = info["seeds"]
-        lines += [f"### arm {arm} ({result['split']}, seeds {','.join(map(str, seeds))}, warm-up "
-                  f"{info['settings']['warmup']}, {data_words(result.get('data'))})", "",
-                  "| task type | n | random | letter prior | answer prior | text rule (ceiling) | "
-                  "solver applicable (ceiling) | warm-up | GRPO per seed | GRPO − warm-up | GRPO blind | "
-                  "GRPO − blind | SFT | GRPO − SFT |", "|" + "---|" * 14]
-        for task, base in result["tasks"].items():
-            row = info["tasks"][task]
-            per_seed = " / ".join(pct(row["grpo"].get(s)) for s in seeds)
-            sft = " / ".join(pct(v) for _, v in sorted(row["sft"].items())) or "–"
-            blind = " / ".join(pct(row["grpo_blind"].get(s)) for s in seeds)
-            lines.append(
-                f"| {task} | {base['n']} | {pct(base['random'])} | {pct(base['prior'])} | "
-                f"{pct(base['answer_prior'])} | "
-                f"{pct(base['text_rule'])} ({pct(base['ceiling'])}) | {solver_cell(base.get('solver'))} | "
-                f"{pct(row.get('warmup'))} | {per_seed} | "
-                f"{verdict_cell(row.get('grpo_vs_warmup'), base['too_few'])} | {blind} | "
-                f"{verdict_cell(row.get('grpo_vs_blind'), base['too_few'])} | {sft} | "
-                f"{verdict_cell(row.get('grpo_vs_sft'), base['too_few'])} |")
-        lines.append("")
+        lines += arm_table(arm, info, result) + [""]
+        variants = variant_table(arm, info, result)
+        lines += variants + [""] if variants else []
     if result["arms_evaluated_on_test"]:
         lines.append("arms evaluated on test so far: " + ", ".join(result["arms_evaluated_on_test"]))
     return "\n".join(lines)
+
+
+def arm_table(arm: str, info: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    """The arm's GRPO against the warm-up, its blind self and SFT, beside the baselines."""
+    seeds = info["seeds"]
+    lines = [f"### arm {arm} ({result['split']}, seeds {','.join(map(str, seeds))}, warm-up "
+             f"{info['settings']['warmup']}, {data_words(result.get('data'))})", "",
+             "| task type | n | random | letter prior | answer prior | text rule (ceiling) | "
+             "solver applicable (ceiling) | warm-up | GRPO per seed | GRPO − warm-up | GRPO blind | "
+             "GRPO − blind | SFT | GRPO − SFT |", "|" + "---|" * 14]
+    for task, base in result["tasks"].items():
+        row = info["tasks"][task]
+        per_seed = " / ".join(pct(row["grpo"].get(s)) for s in seeds)
+        blind = " / ".join(pct(row["grpo_blind"].get(s)) for s in seeds)
+        lines.append(
+            f"| {task} | {base['n']} | {pct(base['random'])} | {pct(base['prior'])} | "
+            f"{pct(base['answer_prior'])} | "
+            f"{pct(base['text_rule'])} ({pct(base['ceiling'])}) | {solver_cell(base.get('solver'))} | "
+            f"{pct(row.get('warmup'))} | {per_seed} | "
+            f"{verdict_cell(row.get('grpo_vs_warmup'), base['too_few'])} | {blind} | "
+            f"{verdict_cell(row.get('grpo_vs_blind'), base['too_few'])} | {seeds_cell(row['sft'])} | "
+            f"{verdict_cell(row.get('grpo_vs_sft'), base['too_few'])} |")
+    return lines
+
+
+# The variant table's columns after the task type, n, warm-up, SFT and GRPO: per variant, (header, the
+# row's key, whether the key holds scores per seed or a comparison).
+VARIANT_COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "control": (("control per seed", "control", "seeds"), ("control blind", "control_blind", "seeds"),
+                ("GRPO − control", "grpo_vs_control", "verdict")),
+    "grpo_alone": (("GRPO alone per seed", "grpo_alone", "seeds"), ("GRPO alone blind", "grpo_alone_blind", "seeds"),
+                   ("alone − blind", "grpo_alone_vs_blind", "verdict"),
+                   ("alone − warm-up", "grpo_alone_vs_warmup", "verdict"),
+                   ("alone − SFT", "grpo_alone_vs_sft", "verdict")),
+}
+
+
+def variant_table(arm: str, info: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    """The four-arm verdict, where the arm has a control or GRPO alone (none: no table): SFT, GRPO after
+    SFT and each variant per seed, GRPO − control (GRPO's gain beyond what any reward gives), GRPO alone
+    against its blind self, the warm-up and SFT. A second table keeps the first one readable."""
+    present = [key for key in VARIANT_COLUMNS if info["models"].get(key)]
+    if not present:
+        return []
+    names = {"control": "control", "grpo_alone": "GRPO alone"}
+    seeds = "; ".join(f"{names[key]} seeds {','.join(map(str, sorted(info['models'][key])))}" for key in present)
+    columns = [column for key in present for column in VARIANT_COLUMNS[key]]
+    lines = [f"### arm {arm}: {' and '.join(names[key] for key in present)} ({result['split']}, {seeds}, "
+             f"{data_words(result.get('data'))})", "",
+             "| task type | n | warm-up | SFT | GRPO per seed | " + " | ".join(c[0] for c in columns) + " |",
+             "|" + "---|" * (5 + len(columns))]
+    for task, base in result["tasks"].items():
+        row = info["tasks"][task]
+        cells = [seeds_cell(row.get(key, {})) if kind == "seeds" else verdict_cell(row.get(key), base["too_few"])
+                 for _, key, kind in columns]
+        lines.append(f"| {task} | {base['n']} | {pct(row.get('warmup'))} | {seeds_cell(row['sft'])} | "
+                     f"{seeds_cell(row['grpo'])} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def seeds_cell(scores: dict[int, float | None]) -> str:
+    """``45.0 / 50.0``: a run's score per seed, in seed order; "–" without any."""
+    return " / ".join(pct(v) for _, v in sorted(scores.items())) or "–"
+
+
+# ---------------------------------------------------------------------------------------------------
+# The record for the docs
+# ---------------------------------------------------------------------------------------------------
+
+# The variants of an arm in the record, in order: the summary's key of each run (the warm-up has no seed).
+RECORD_RUNS = ("warmup", "sft", "grpo", "grpo_alone", "control")
+
+
+def record(result: dict[str, Any]) -> dict[str, Any]:
+    """The summary's tables as JSON rows for the docs (``--record``), every number :func:`summarise`'s, only
+    reshaped: ``runs``, one per task type x arm x variant (``RECORD_RUNS``) x seed with its split, detail level,
+    span, model, n, accuracy and blind accuracy; ``baselines`` per task type; ``comparisons``, one per task
+    type x arm x comparison with its mean difference, interval, better/worse-by-test counts over the seeds,
+    verdict, and each seed's difference, interval and exact test's p."""
+    data = result.get("data") or {}
+    where = {"split": result["split"], "detail": data.get("detail"), "span": data.get("span")}
+    runs: list[dict[str, Any]] = []
+    compared: list[dict[str, Any]] = []
+    for arm, info in result["arms"].items():
+        for task, row in info["tasks"].items():
+            runs += run_records(arm, info, task, row, result, where)
+            compared += comparison_records(arm, task, row, result["tasks"][task]["too_few"])
+    return {**where, "questions": result["questions"],
+            "arms": {arm: {"warmup": info["settings"]["warmup"], "grpo_from": info["settings"].get("grpo_from"),
+                           "seeds": info["seeds"], "variants": sorted(info["settings"].get("variants") or {})}
+                     for arm, info in result["arms"].items()},
+            "baselines": {task: baseline_record(base) for task, base in result["tasks"].items()},
+            "runs": runs, "comparisons": compared, "arms_evaluated_on_test": result["arms_evaluated_on_test"]}
+
+
+def run_records(arm: str, info: dict[str, Any], task: str, row: dict[str, Any], result: dict[str, Any],
+                where: dict[str, Any]) -> list[dict[str, Any]]:
+    """One task type's runs of an arm: the warm-up (seed None), then each run's seeds."""
+    n = result["tasks"][task]["n"]
+    warm = result["warmups"].get(info["settings"]["warmup"])
+    out = []
+    if "warmup" in row:
+        out.append({"arm": arm, "task": task, "variant": "warmup", "seed": None, **where,
+                    "model": warm and warm.get("model"), "n": n, "accuracy": row["warmup"],
+                    "blind_accuracy": row["warmup_blind"]})
+    for kind in RECORD_RUNS[1:]:
+        for seed, accuracy in sorted(row.get(kind, {}).items()):
+            out.append({"arm": arm, "task": task, "variant": kind, "seed": seed, **where,
+                        "model": info["models"].get(kind, {}).get(seed), "n": n, "accuracy": accuracy,
+                        "blind_accuracy": row.get(f"{kind}_blind", {}).get(seed)})
+    return out
+
+
+def comparison_records(arm: str, task: str, row: dict[str, Any], too_few: bool) -> list[dict[str, Any]]:
+    """One task type's comparisons of an arm (the row's ``A_vs_B`` entries), across seeds and per seed."""
+    out = []
+    for key, comparison in row.items():
+        if "_vs_" not in key:
+            continue
+        pooled = comparison["across_seeds"]
+        out.append({"arm": arm, "task": task, "comparison": key, "too_few": too_few,
+                    "mean_difference": pooled["mean"], "ci95": pooled["ci95"], "n_seeds": pooled["n_seeds"],
+                    "better_by_test_in": pooled["better_by_test_in"], "worse_by_test_in": pooled["worse_by_test_in"],
+                    "verdict": pooled["verdict"],
+                    "per_seed": [{"seed": seed, "n": test["n"], "difference": test["difference"], "ci95": test["ci95"],
+                                  "p_value": test["p_value"], "verdict": test["verdict"]}
+                                 for seed, test in comparison["per_seed"].items()]})
+    return out
+
+
+def baseline_record(base: dict[str, Any]) -> dict[str, Any]:
+    """A task type's baselines under the table's names (solver: None for evaluations made before it)."""
+    solver = base.get("solver") or {}
+    return {"n": base["n"], "too_few": base["too_few"], "random": base["random"], "letter_prior": base["prior"],
+            "answer_prior": base["answer_prior"], "text_rule": base["text_rule"],
+            "text_rule_ceiling": base["ceiling"], "solver_applicable": solver.get("applicable"),
+            "solver_ceiling": solver.get("ceiling")}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -551,6 +823,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--split", choices=("dev", "test"), default="dev",
                         help="where the models are evaluated: dev while choosing, test once per final arm")
     parser.add_argument("--table", action="store_true", help="only print and write the table of --split")
+    parser.add_argument("--record", type=Path, default=None,
+                        help="also write the tables as JSON rows to this path (runs, baselines, comparisons; for docs)")
     parser.add_argument("--eval-tasks", default="",
                         help="evaluate every question of the split of these task types instead of the capped set of "
                         "all types (a cheaper, larger sample on the task types trained)")
@@ -592,6 +866,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                      "--sft-batch 4, one question at every letter a step)")
     arm.add_argument("--grpo-from-sft", action="store_true",
                      help="start each GRPO seed from that seed's SFT model (needs --sft): what GRPO adds after SFT")
+    arm.add_argument("--control", action="store_true",
+                     help="per seed, the random-reward control: GRPO from the same SFT model with the accuracy reward "
+                     "shuffled within each group (accuracy_shuffled; needs --sft --grpo-from-sft)")
+    arm.add_argument("--grpo-alone", action="store_true",
+                     help="per seed, GRPO from the warm-up with the arm's recipe otherwise "
+                     "(needs --sft --grpo-from-sft)")
     arm.add_argument("--max-new-tokens", type=int, default=64, help="completion budget, training and eval")
     arm.add_argument("--set", action="append", default=[], help="GRPO recipe override key=value")
     arm.add_argument("--dtype", default="float32", choices=("auto", "float32", "bfloat16"),
@@ -602,6 +882,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--ratios needs three positive shares summing to 1 (train, dev, test)")
     if args.grpo_from_sft and not args.sft:
         parser.error("--grpo-from-sft starts GRPO from the SFT models: add --sft")
+    args.variants = [name for name, asked in (("control", args.control), ("alone", args.grpo_alone)) if asked]
+    if args.variants and not args.grpo_from_sft:
+        parser.error("--control and --grpo-alone are runs beside GRPO after SFT: add --sft --grpo-from-sft")
+    if args.arm.endswith(tuple(f"-{suffix}" for suffix in EVAL_KINDS)):
+        parser.error(f"--arm {args.arm!r}: a name ending in -{', -'.join(EVAL_KINDS)} would read as another arm's "
+                     "SFT model or variant in the evaluations")
     args.sft_steps = args.steps if args.sft_steps is None else args.sft_steps
     args.sft_batch = args.prompts if args.sft_batch is None else args.sft_batch
     args.part = args.split + ("+" + "+".join(sorted(args.eval_tasks.split(","))) if args.eval_tasks else "")
@@ -630,25 +916,40 @@ def main(argv: list[str] | None = None) -> int:
     evaluated = eval_rows(args, files)
     evaluate(args, f"warmup-{warmup_name(args)}", start, evaluated, files["train"], progress)
     for seed in args.seed_list:
-        sft = None
-        if args.sft:
-            sft = supervised_seed(args, train, start, seed, progress)
-            # The table compares GRPO, not SFT, with its blind self: SFT's evaluation skips that pass.
-            evaluate(args, f"{args.arm}-sft-seed{seed}", sft, evaluated, files["train"], progress,
-                     baselines=EVAL_BASELINES.replace(",blind", ""))
-        grpo_start = sft if args.grpo_from_sft else start  # parse_args: --grpo-from-sft needs --sft
-        evaluate(args, f"{args.arm}-seed{seed}", train_seed(args, train, grpo_start, seed, progress),
-                 evaluated, files["train"], progress)
+        run_seed(args, train, start, seed, evaluated, files["train"], progress)
     return report(args)
 
 
+def run_seed(args: argparse.Namespace, train: Path, start: Path, seed: int, evaluated: Path, prior_from: Path,
+             progress: Progress) -> None:
+    """One seed of the arm, each model trained and evaluated: SFT, GRPO, and the variants asked for (the
+    control from the same SFT model as GRPO, GRPO alone from the warm-up ``start``)."""
+    sft = None
+    if args.sft:
+        sft = supervised_seed(args, train, start, seed, progress)
+        # The table compares GRPO, not SFT, with its blind self: SFT's evaluation skips that pass.
+        evaluate(args, eval_name(args.arm, seed, "sft"), sft, evaluated, prior_from, progress,
+                 baselines=EVAL_BASELINES.replace(",blind", ""))
+    grpo_start = sft if args.grpo_from_sft else start  # parse_args: --grpo-from-sft needs --sft
+    evaluate(args, eval_name(args.arm, seed), train_seed(args, train, grpo_start, seed, progress),
+             evaluated, prior_from, progress)
+    for variant in args.variants:  # parse_args: only with --grpo-from-sft
+        variant_start = start if variant == "alone" else grpo_start
+        evaluate(args, eval_name(args.arm, seed, variant),
+                 train_seed(args, train, variant_start, seed, progress, variant), evaluated, prior_from, progress)
+
+
 def report(args: argparse.Namespace) -> int:
+    """Print the tables of ``--split`` and write them (JSON and markdown) into OUT, and to ``--record``."""
     result = summarise(args.out, args.part)
     text = markdown(result)
     print(text)
     atomic_write_json(args.out / f"ladder-{args.part}.json", result)
     atomic_write_text(args.out / f"ladder-{args.part}.md", text + "\n")
     print(f"\nwrote {args.out / f'ladder-{args.part}.json'} and .md")
+    if args.record is not None:
+        atomic_write_json(args.record, record(result))
+        print(f"wrote {args.record}")
     return 0
 
 

@@ -1,7 +1,9 @@
 """benchmarks/ladder.py: the protocol's rules hold on written evaluation folders (no model is run here):
 seeds are pooled only when they differ in nothing but the seed, a task type with too few questions gets
 no verdict, a verdict comes from the exact test per seed and a t-interval across seeds, test is evaluated
-once per arm's settings, and a split that shares a scene between parts is refused."""
+once per arm's settings, and a split that shares a scene between parts is refused. The random-reward control
+and GRPO alone train beside an arm's GRPO at its recipe, get their own table and comparisons, can be added to
+an arm that ran without them, and the record for the docs holds the table's numbers."""
 
 from __future__ import annotations
 
@@ -305,3 +307,201 @@ def test_the_solver_column_reads_the_eval_metrics_and_shows_a_dash_without_them(
     assert cells["| last_action"][6] == "75.0 (100.0)"
     assert cells["| route_planning"][6] == "0.0 (–)"
     assert cells["| all"][6] == "60.0 (100.0)"
+
+
+def last_action_scores(correct: int, n_last: int = 40, n_route: int = 10) -> dict[str, tuple[str, float]]:
+    """The first ``correct`` last-action questions right, everything else wrong (ladder_out's question ids)."""
+    tasks = {f"q{i}": ("last_action" if i < n_last else "route_planning") for i in range(n_last + n_route)}
+    return {i: (t, 1.0 if t == "last_action" and int(i[1:]) < correct else 0.0) for i, t in tasks.items()}
+
+
+def four_arm_out(tmp_path: Path) -> Path:
+    """An arm of GRPO after SFT with both variants, two seeds (last action, of 40): SFT gets 10 right,
+    GRPO 30, the control 20 and 26, GRPO alone 5; every blind pass gets none right."""
+    out = ladder_out(tmp_path, [30, 30])
+    settings = out / "arms" / "base" / "settings.json"
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "grpo_from": "sft", "variants": {
+        "control": {"rewards": ["format", "accuracy_shuffled"]}, "alone": {"model": "w"}}}))
+    runs = {"sft": [10, 10], "control": [20, 26], "alone": [5, 5]}
+    for name, correct in runs.items():
+        for seed, right in enumerate(correct):
+            scores = last_action_scores(right)
+            write_eval(out / "evals" / "dev" / f"base-{name}-seed{seed}", scores,
+                       blind=None if name == "sft" else {i: 0.0 for i in scores})
+    for seed in (0, 1):
+        base = {"learning_rate": 1e-5, "rewards": ["format", "accuracy"], "model": f"sft-seed{seed}", "seed": seed}
+        variants = {"": {}, "-control": {"rewards": ["format", "accuracy_shuffled"]}, "-alone": {"model": "w"}}
+        for suffix, changes in variants.items():
+            folder = out / "arms" / "base" / f"seed{seed}{suffix}"
+            folder.mkdir(exist_ok=True)
+            (folder / "recipe.yaml").write_text(yaml.safe_dump({**base, **changes, "output_dir": str(folder)}))
+    return out
+
+
+def table_cells(table: str, heading: str) -> dict[str, list[str]]:
+    """The cells of each line of the markdown table under ``heading`` (first cell: the task type)."""
+    lines = table.split(heading, 1)[1].split("\n\n")[1].splitlines()
+    return {cells[0]: cells[1:] for cells in ([c.strip() for c in line.strip("|").split("|")] for line in lines)}
+
+
+def test_the_control_and_grpo_alone_get_their_own_columns(ladder: ModuleType, tmp_path: Path) -> None:
+    result = ladder.summarise(four_arm_out(tmp_path), "dev")
+    row = result["arms"]["base"]["tasks"]["last_action"]
+    assert row["control"] == {0: 0.5, 1: 0.65} and row["control_blind"] == {0: 0.0, 1: 0.0}
+    assert row["grpo_alone"] == {0: 0.125, 1: 0.125}
+    vs_control = row["grpo_vs_control"]
+    assert vs_control["across_seeds"]["mean"] == pytest.approx((10 + 4) / 2 / 40)
+    assert vs_control["per_seed"][0]["verdict"] == "better"  # 10 improved, none worse
+    assert vs_control["per_seed"][1]["verdict"] == "too few differing answers"  # 4 cannot reach p < 0.05
+    assert row["grpo_alone_vs_sft"]["across_seeds"]["mean"] == pytest.approx(-5 / 40)
+    assert row["grpo_alone_vs_warmup"]["across_seeds"]["mean"] == pytest.approx(5 / 40)
+    assert row["grpo_alone_vs_blind"]["across_seeds"]["mean"] == pytest.approx(5 / 40)
+    table = ladder.markdown(result)
+    heading = "### arm base: control and GRPO alone (dev, control seeds 0,1; GRPO alone seeds 0,1,"
+    cells = table_cells(table, heading)
+    header = cells["task type"]
+    last = dict(zip(header, cells["last_action"]))
+    assert last["SFT"] == "25.0 / 25.0" and last["GRPO per seed"] == "75.0 / 75.0"
+    assert last["control per seed"] == "50.0 / 65.0" and last["control blind"] == "0.0 / 0.0"
+    assert last["GRPO − control"].startswith("+17.5 [") and "better in 1/2" in last["GRPO − control"]
+    assert last["GRPO alone per seed"] == "12.5 / 12.5" and last["alone − SFT"].startswith("-12.5")
+    assert last["alone − warm-up"].startswith("+12.5") and last["alone − blind"].startswith("+12.5")
+    assert "too few questions" in dict(zip(header, cells["route_planning"]))["GRPO − control"]
+    # The first table is the one it always was; an arm without variants gets no second table.
+    assert table_cells(table, "### arm base (dev")["task type"][-1] == "GRPO − SFT"
+    assert "control" not in ladder.markdown(ladder.summarise(ladder_out(tmp_path / "plain", [20]), "dev"))
+
+
+def test_a_variant_must_match_its_arm_s_grpo_run_but_for_what_it_changes(ladder: ModuleType, tmp_path: Path) -> None:
+    out = four_arm_out(tmp_path)
+    recipe = out / "arms" / "base" / "seed1-control" / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump({**yaml.safe_load(recipe.read_text()), "max_steps": 80}))
+    with pytest.raises(ValueError, match="max_steps"):  # more compute than GRPO's is no control
+        ladder.summarise(out, "dev")
+
+
+def test_the_record_holds_the_table_s_numbers(ladder: ModuleType, tmp_path: Path) -> None:
+    out = four_arm_out(tmp_path)
+    (out / "data" / "settings.json").write_text(json.dumps({"detail": "relations", "span": "any"}))
+    path = tmp_path / "docs" / "ladder.json"
+    assert ladder.main(["--out", str(out), "--table", "--record", str(path)]) == 0
+    written = json.loads(path.read_text())
+    result = ladder.summarise(out, "dev")
+    assert (written["split"], written["detail"], written["span"]) == ("dev", "relations", "any")
+    assert written["arms"]["base"] == {"warmup": "w", "grpo_from": "sft", "seeds": [0, 1],
+                                       "variants": ["alone", "control"]}
+    runs = written["runs"]
+    assert {(r["variant"], r["seed"]) for r in runs if r["task"] == "last_action"} == {
+        ("warmup", None), *((v, s) for v in ("sft", "grpo", "grpo_alone", "control") for s in (0, 1))}
+    keys = {"arm", "task", "variant", "seed", "split", "detail", "span", "model", "n", "accuracy", "blind_accuracy"}
+    assert all(set(r) == keys for r in runs)
+    for r in runs:
+        row = result["arms"]["base"]["tasks"][r["task"]]
+        if r["variant"] == "warmup":
+            assert (r["accuracy"], r["blind_accuracy"]) == (row["warmup"], row["warmup_blind"])
+        else:
+            assert r["accuracy"] == row[r["variant"]][r["seed"]]
+            assert r["blind_accuracy"] == (None if r["variant"] == "sft" else row[f"{r['variant']}_blind"][r["seed"]])
+        assert r["n"] == result["tasks"][r["task"]]["n"] and r["split"] == "dev"
+    control = next(r for r in runs if (r["task"], r["variant"], r["seed"]) == ("last_action", "control", 1))
+    assert control["accuracy"] == 0.65 and control["n"] == 40 and control["blind_accuracy"] == 0.0
+    cells = table_cells(ladder.markdown(result), "### arm base: control and GRPO alone")
+    assert dict(zip(cells["task type"], cells["last_action"]))["control per seed"].endswith(ladder.pct(0.65))
+
+    assert written["baselines"]["last_action"] == {
+        "n": 40, "too_few": False, "random": 0.5, "letter_prior": 0.0, "answer_prior": 1.0,
+        "text_rule": result["tasks"]["last_action"]["text_rule"],
+        "text_rule_ceiling": result["tasks"]["last_action"]["ceiling"], "solver_applicable": None,
+        "solver_ceiling": None}
+    compared = {(c["task"], c["comparison"]): c for c in written["comparisons"]}
+    assert {"grpo_vs_control", "grpo_vs_sft", "grpo_vs_blind", "grpo_vs_warmup", "grpo_alone_vs_warmup",
+            "grpo_alone_vs_sft", "grpo_alone_vs_blind"} <= {c for _, c in compared}
+    vs_control = compared[("last_action", "grpo_vs_control")]
+    pooled = result["arms"]["base"]["tasks"]["last_action"]["grpo_vs_control"]["across_seeds"]
+    assert (vs_control["mean_difference"], vs_control["ci95"]) == (pooled["mean"], pooled["ci95"])
+    assert (vs_control["better_by_test_in"], vs_control["n_seeds"], vs_control["verdict"]) == (1, 2, pooled["verdict"])
+    assert vs_control["per_seed"][0]["seed"] == 0 and vs_control["per_seed"][0]["p_value"] < 0.05
+    assert vs_control["per_seed"][0]["difference"] == 0.25 and vs_control["per_seed"][0]["n"] == 40
+    assert compared[("route_planning", "grpo_vs_control")]["too_few"]
+
+
+def test_an_arm_run_without_the_variants_can_add_them_but_not_change_its_recipe(ladder: ModuleType,
+                                                                                tmp_path: Path) -> None:
+    common = ["--out", str(tmp_path), "--arm", "after", "--sft", "--grpo-from-sft"]
+
+    def settings(*extra: str) -> tuple:
+        args = ladder.parse_args(common + list(extra))
+        return args, ladder.arm_settings(args, tmp_path / "train.jsonl", tmp_path / "warmup")
+
+    ladder.freeze_arm(*settings())  # the arm's first run: GRPO after SFT alone
+    ladder.freeze_arm(*settings("--control"))
+    ladder.freeze_arm(*settings("--grpo-alone"))
+    ladder.freeze_arm(*settings())  # a later run without them keeps them
+    frozen = json.loads((tmp_path / "arms" / "after" / "settings.json").read_text())
+    assert frozen["variants"] == {"control": {"rewards": ["format", "accuracy_shuffled"]},
+                                  "alone": {"model": str(tmp_path / "warmup")}}
+    with pytest.raises(SystemExit, match="other settings"):  # the recipe is still the arm's
+        ladder.freeze_arm(*settings("--control", "--learning-rate", "3e-5"))
+    args, changed = settings("--control")
+    changed["variants"]["control"] = {"rewards": ["format_soft", "accuracy_shuffled"]}
+    with pytest.raises(SystemExit, match="ran its control with"):
+        ladder.freeze_arm(args, changed)
+
+    # Test: an arm evaluated there before its control may add it (the log notes when), not a new recipe.
+    test = ["--split", "test"]
+    ladder.log_test(*settings(*test))
+    ladder.log_test(*settings(*test, "--control"))
+    log = json.loads((tmp_path / "test_log.json").read_text())["after"]
+    assert set(log["variants"]) == {"control"}
+    with pytest.raises(SystemExit, match="evaluated on test with other settings"):
+        ladder.log_test(*settings(*test, "--control", "--steps", "80"))
+
+
+class Stages:
+    """A stand-in for learning_curve.Progress: records each stage's name and command, runs nothing."""
+
+    def __init__(self, done: list[str]) -> None:
+        self.done = dict.fromkeys(done, {})
+        self.ran: dict[str, list[str]] = {}
+
+    def run(self, name: str, argv: list[str]) -> None:
+        self.ran[name] = argv
+
+
+def test_each_variant_trains_in_its_own_folder_from_its_own_start(ladder: ModuleType, tmp_path: Path) -> None:
+    args = ladder.parse_args(["--out", str(tmp_path), "--arm", "a", "--sft", "--grpo-from-sft", "--control",
+                              "--grpo-alone", "--steps", "7"])
+    stages = Stages(["sft:a:seed3"])  # SFT is done; its model is what GRPO and the control start from
+    warmup = tmp_path / "warmup"
+    ladder.run_seed(args, tmp_path / "train.jsonl", warmup, 3, tmp_path / "dev.jsonl", tmp_path / "train.jsonl",
+                    stages)
+    assert {"train:a:seed3", "train:a:seed3-control", "train:a:seed3-alone", "eval:dev:a-seed3",
+            "eval:dev:a-control-seed3", "eval:dev:a-alone-seed3", "eval:dev:a-sft-seed3"} == set(stages.ran)
+    recipes = {name: yaml.safe_load((tmp_path / "arms" / "a" / name / "recipe.yaml").read_text())
+               for name in ("seed3", "seed3-control", "seed3-alone")}
+    sft = str(tmp_path / "arms" / "a" / "sft-seed3" / "warmup" / "model")
+    assert recipes["seed3"]["model"] == recipes["seed3-control"]["model"] == sft
+    assert recipes["seed3-alone"]["model"] == str(warmup)
+    assert recipes["seed3-control"]["rewards"] == ["format", "accuracy_shuffled"]
+    assert recipes["seed3-control"]["reward_weights"] == recipes["seed3"]["reward_weights"]
+    for name in ("seed3-control", "seed3-alone"):  # the same rows and steps as the arm's GRPO
+        assert recipes[name]["max_steps"] == 7 and recipes[name]["train_data"] == recipes["seed3"]["train_data"]
+        assert recipes[name]["seed"] == 3
+    evaluated = stages.ran["eval:dev:a-alone-seed3"]
+    assert evaluated[evaluated.index("--model") + 1] == str(tmp_path / "arms" / "a" / "seed3-alone" / "final")
+    assert "blind" in evaluated[evaluated.index("--baselines") + 1]  # evaluated like GRPO, blind included
+
+
+def test_the_variants_are_refused_where_they_mean_nothing(ladder: ModuleType, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):  # beside GRPO from the warm-up, GRPO alone is the arm itself
+        ladder.parse_args(["--out", str(tmp_path), "--sft", "--grpo-alone"])
+    with pytest.raises(SystemExit):
+        ladder.parse_args(["--out", str(tmp_path), "--control"])
+    with pytest.raises(SystemExit):  # its evaluations would read as arm "x"'s control
+        ladder.parse_args(["--out", str(tmp_path), "--arm", "x-control"])
+    with pytest.raises(SystemExit, match="have none"):
+        ladder.control_rewards({"rewards": ["format"], "reward_schedule": None})
+    with pytest.raises(SystemExit, match="reward_schedule"):
+        ladder.control_rewards({"rewards": ["format", "accuracy"], "reward_schedule": "paper"})
+    assert ladder.control_rewards({"rewards": ["format", {"accuracy": {"rule": "official"}}]}) == [
+        "format", {"accuracy_shuffled": {"rule": "official"}}]

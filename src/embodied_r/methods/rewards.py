@@ -3,8 +3,8 @@
 A recipe's ``rewards:`` entry names a reward in one of two ways:
 
 - a name of the reward table (:func:`reward_table`): the generic rewards in ``REWARDS`` (format,
-  accuracy, and any added with :func:`register_reward`) and every method's own rewards
-  (``Method.own_rewards``, e.g. Embodied-R's ``consistency``, Robot-R1's ``open_l1``);
+  accuracy, the random-reward control ``accuracy_shuffled``, and any added with :func:`register_reward`)
+  and every method's own rewards (``Method.own_rewards``, e.g. Embodied-R's ``consistency``, Robot-R1's ``open_l1``);
 - a ``"module:attr"`` path to any importable reward (``my_pkg.rewards:my_reward``), TRL's contract, with
   no registration. Its metrics are named after the path as written.
 
@@ -16,7 +16,7 @@ starts (the consistency reward's reference judge), from the run's settings and t
     register_reward("my_judge", MyJudgeReward, factory=True)   # built with the entry's options
 
 >>> sorted(reward_table())
-['accuracy', 'consistency', 'format', 'format_soft', 'format_strict', 'open_l1']
+['accuracy', 'accuracy_shuffled', 'consistency', 'format', 'format_soft', 'format_strict', 'open_l1']
 >>> get_reward("format")(["<think>x</think><answer>A</answer>"])
 [1.0]
 >>> get_reward("accuracy", rule="official")(["<think>x</think><answer>a. bed</answer>"], answer=["A"])
@@ -36,6 +36,7 @@ from typing import Any
 from embodied_r.methods import all_methods, import_path
 from embodied_r.methods.accuracy import make_accuracy_reward
 from embodied_r.methods.format import format_reward, soft_format_reward, strict_format_reward
+from embodied_r.methods.random_reward import check_shuffled_options, make_shuffled_accuracy_reward
 
 RewardFunc = Callable[..., list]
 
@@ -74,6 +75,11 @@ REWARDS: dict[str, RewardEntry] = {
     "format_soft": soft_format_reward,  # shaped partial credit (ours, opt-in; not the paper's reward)
     # option rule: last-answer (default) | official, from the recipe key accuracy_rule unless the entry sets it
     "accuracy": RewardFactory(make_accuracy_reward, settings={"rule": "accuracy_rule"}),
+    # the random-reward control (methods/random_reward.py): accuracy's values shuffled within each group of
+    # num_generations completions, seeded by the run's seed; a gain of GRPO counts only above it
+    "accuracy_shuffled": RewardFactory(
+        make_shuffled_accuracy_reward, check=check_shuffled_options,
+        settings={"rule": "accuracy_rule", "num_generations": "num_generations", "seed": "seed"}),
 }
 
 
