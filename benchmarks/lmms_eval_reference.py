@@ -18,6 +18,17 @@ false. Exit status 1 when anything differs.
     PYTHONPATH=src python benchmarks/lmms_eval_reference.py \\
         --vsibench-utils /tmp/lmms/unz/lmms_eval/tasks/vsibench/utils.py \\
         --mvbench-utils /tmp/lmms/unz/lmms_eval/tasks/mvbench/utils.py
+
+``--write-table PATH`` instead writes the answer table that ``tests/evaluation/test_reference_answer_table.py``
+reads (``tests/data/lmms_eval_vsibench_answers.jsonl``): VSI-Bench questions of every type, each answered
+in a list of fixed forms and in forms drawn at random from a small grammar of prefixes, letters, wrappers
+and trailing text, each scored by lmms-eval itself: its task's ``process_results`` (which strips the
+response) and ``vsibench_process_results``. This needs ``import lmms_eval.api.task`` to work, i.e. lmms-eval
+installed, in a throwaway environment, never in the project's:
+
+    python -m venv /tmp/lmms-venv && /tmp/lmms-venv/bin/pip install lmms-eval==0.7.3
+    PYTHONPATH=src /tmp/lmms-venv/bin/python benchmarks/lmms_eval_reference.py \\
+        --write-table tests/data/lmms_eval_vsibench_answers.jsonl
 """
 
 from __future__ import annotations
@@ -203,6 +214,144 @@ def lmms_vsibench(utils: types.ModuleType, rows: list[dict[str, Any]],
 
 
 # ---------------------------------------------------------------------------------------------------
+# The answer table (tests/data/lmms_eval_vsibench_answers.jsonl)
+# ---------------------------------------------------------------------------------------------------
+
+TABLE_QUESTIONS_PER_TYPE = 2
+# Every question of the table is answered in each of these forms: {L} the gold letter, {l} in lower case,
+# {W} another letter, {T} the gold option's text, {U} another option's text.
+TABLE_CHOICE_FORMS = [
+    "{L}", "{l}", "{L}.", "{l}.", "{W}", "The answer is {L}", "The answer is {L}.", "Answer: {L}", "Option {L}",
+    "{T}", "({L})", "[{L}]", "**{L}**", "*{L}*", "`{L}`", "{L}, {W}", "{W}, {L}", "{L} and {W}", "{L}/{W}",
+    "{L}. {T} because it is closer", "{L} because it is closer", "{L}: {T}", "{L}) {T}", "{l}. {T}", "{L}.{T}",
+    "{L}\n{T}", "{L}.\n{T}", "{W}. {U}", "", "   ", " {L} ", "\n{L}\n",
+]
+# {g} the gold number as written in the data, {f2} with two decimals, {up} one more, {near}/{far} a value
+# drawn near it / two to four times it, {words}/{Words} the rounded value in words, {comma} with a
+# thousands separator, {dot} without the leading zero below 1, {sci} in exponent notation.
+TABLE_NUMBER_FORMS = [
+    "{g}", "{f2}", "{g} meters", "about {g}", "{words}", "{Words}.", "{g} or {up}", "{comma}", "{dot}", "{sci}",
+    "The answer is {g}.", "**{g}**", "{g}-{up}", "approximately {near} m", "{words} chairs", "-{g}", "{g}m²",
+    "{near}", "{far}", "two, three", "a dozen", "I cannot tell", "", "   ",
+]
+TABLE_RANDOM_CHOICE_ANSWERS, TABLE_RANDOM_NUMBER_ANSWERS = 5, 4
+
+
+def random_choice_answer(rng: random.Random, gold: str, wrong: str, text: str, other: str) -> str:
+    """A choice answer put together at random: a prefix, a letter (the gold one seven times in ten) in
+    either case, something after it, and whitespace around it."""
+    letter = gold if rng.random() < 0.7 else wrong
+    letter = letter.lower() if rng.random() < 0.3 else letter
+    prefix = rng.choice(["", "", "", "Answer: ", "The answer is ", "Option ", "I think ", "(", "**", "[", "answer "])
+    suffix = rng.choice(["", "", ".", ")", ":", ",", "**", "]", "...", f". {text}", f" {text}", f"\n{text}",
+                         f", {wrong}", f" ({text})", ". It is", f"\t{other}"])
+    return rng.choice(["", "", " ", "\n"]) + prefix + letter + suffix + rng.choice(["", "", " ", "\n", "."])
+
+
+def random_number_answer(rng: random.Random, gold: float) -> str:
+    """A numeric answer put together at random: a prefix, a value near the gold one in digits or words,
+    a unit or trailing text."""
+    value = gold * rng.uniform(0.3, 2.5)
+    if rng.random() < 0.25 and value < 9999.5:
+        written = number_words(int(round(value)))
+    else:
+        written = f"{value:.{rng.choice([0, 1, 2])}f}"
+    prefix = rng.choice(["", "", "about ", "~", "The answer is ", "Approximately ", "roughly ", "maybe "])
+    suffix = rng.choice(["", "", " m", " meters", ".", " square meters", " cm", " items", "m", " or so"])
+    return prefix + written + suffix
+
+
+def answer_table_questions(seed: int = 1) -> list[dict[str, Any]]:
+    """The table's questions and answers: the first ``TABLE_QUESTIONS_PER_TYPE`` questions of each type
+    of the check set (drawn with ``seed``), each in every fixed form and in random ones."""
+    rng = random.Random(seed)
+    rows, _ = vsibench_check_set(seed)
+    taken: dict[str, int] = {}
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        qtype = row["question_type"]
+        if taken.get(qtype, 0) >= TABLE_QUESTIONS_PER_TYPE:
+            continue
+        taken[qtype] = taken.get(qtype, 0) + 1
+        base = {"question_type": qtype, "ground_truth": row["ground_truth"]}
+        if row["options"] is not None:
+            base["options"] = row["options"]
+            letters = [option.split(". ", 1)[0] for option in row["options"]]
+            texts = [option.split(". ", 1)[1] for option in row["options"]]
+            gold = row["ground_truth"]
+            wrong = rng.choice([x for x in letters if x != gold])
+            fields = {"L": gold, "l": gold.lower(), "W": wrong, "T": texts[letters.index(gold)],
+                      "U": texts[letters.index(wrong)]}
+            answers = [(form, form.format(**fields)) for form in TABLE_CHOICE_FORMS]
+            answers += [("random", random_choice_answer(rng, gold, wrong, fields["T"], fields["U"]))
+                        for _ in range(TABLE_RANDOM_CHOICE_ANSWERS)]
+        else:
+            gold_value = float(row["ground_truth"])
+            text = row["ground_truth"]
+            fields = {"g": text, "f2": f"{gold_value:.2f}", "up": f"{gold_value + 1:g}",
+                      "near": f"{gold_value * rng.uniform(0.7, 1.3):.1f}",
+                      "far": f"{gold_value * rng.uniform(2.0, 4.0):.1f}",
+                      "words": number_words(int(round(gold_value))),
+                      "Words": number_words(int(round(gold_value))).capitalize(), "comma": f"{gold_value:,g}",
+                      "dot": text.lstrip("0") if gold_value < 1 else text, "sci": f"{gold_value:.2e}"}
+            answers = [(form, form.format(**fields)) for form in TABLE_NUMBER_FORMS]
+            answers += [("random", random_number_answer(rng, gold_value)) for _ in range(TABLE_RANDOM_NUMBER_ANSWERS)]
+        out += [{**base, "form": form, "answer": answer} for form, answer in answers]
+    return out
+
+
+def lmms_eval_vsibench_scorer() -> tuple[str, types.ModuleType, Any]:
+    """(lmms-eval's version, its vsibench ``utils`` module, a function (question, answer) -> (its score, the
+    scored doc)) from an installed lmms-eval: the answer goes through the task's ``process_results`` (as
+    lmms-eval's evaluator hands it a response) into ``vsibench_process_results``."""
+    try:
+        import lmms_eval
+        from lmms_eval.api.task import ConfigurableTask
+    except ImportError as exc:
+        raise SystemExit(f"--write-table needs lmms-eval installed (in a throwaway environment): {exc}") from exc
+    from importlib.metadata import version
+
+    utils = load_task_utils(Path(lmms_eval.__file__).parent / "tasks" / "vsibench" / "utils.py", "lmms_vsibench_utils")
+    # The task object of a generate_until task with vsibench's process_results, as its YAML configures it.
+    task = types.SimpleNamespace(OUTPUT_TYPE="generate_until",
+                                 config=types.SimpleNamespace(process_results=utils.vsibench_process_results))
+
+    def score(question: dict[str, Any], answer: str) -> tuple[float, dict[str, Any]]:
+        doc = {k: v for k, v in question.items() if k in ("question_type", "ground_truth", "options")}
+        scored = ConfigurableTask.process_results(task, doc, [answer])["vsibench_overall"]
+        return float(scored["accuracy"] if "accuracy" in scored else scored["MRA:.5:.95:.05"]), scored
+
+    return version("lmms_eval"), utils, score
+
+
+def write_answer_table(path: Path) -> list[str]:
+    """Score the table's answers with lmms-eval, write the table (its first line says how it was made),
+    and return the answers our rule scores differently."""
+    lmms_version, utils, score = lmms_eval_vsibench_scorer()
+    rows, docs, differing = [], [], []
+    for question in answer_table_questions():
+        value, doc = score(question, question["answer"])
+        rows.append({**question, "lmms_eval": value})
+        docs.append(doc)
+        numeric = "options" not in question
+        if vsibench_item_score(question["answer"].strip(), question["ground_truth"], numeric) != value:
+            differing.append(f"{question['question_type']} {question['answer']!r}: lmms-eval {value}")
+    aggregates = {("vsibench_overall" if name == "overall" else name):
+                  getattr(utils, f"vsibench_aggregate_{name}")(docs) for name in VSIBENCH_AGGREGATES}
+    header = {"about": "VSI-Bench answers in the forms models write them, each scored by lmms-eval's own vsibench "
+                       "functions (task process_results, then vsibench_process_results); answer is the text "
+                       "inside <answer>, lmms_eval its score (accuracy, or MRA for numeric types)",
+              "lmms_eval": lmms_version,
+              "command": f"PYTHONPATH=src python benchmarks/lmms_eval_reference.py --write-table {path.as_posix()}",
+              "rows": len(rows), "aggregates": aggregates}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in [header, *rows]), encoding="utf-8")
+    print(f"{path}: {len(rows)} answers scored by lmms-eval {lmms_version}; our rule scores {len(differing)} "
+          "of them differently")
+    return differing
+
+
+# ---------------------------------------------------------------------------------------------------
 # The comparisons
 # ---------------------------------------------------------------------------------------------------
 
@@ -309,7 +458,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--vsibench-utils", type=Path, default=None, help="lmms_eval/tasks/vsibench/utils.py")
     parser.add_argument("--mvbench-utils", type=Path, default=None, help="lmms_eval/tasks/mvbench/utils.py")
+    parser.add_argument("--write-table", type=Path, default=None,
+                        help="write the answer table scored by an installed lmms-eval here, and nothing else")
     args = parser.parse_args()
+    if args.write_table is not None:
+        differing = write_answer_table(args.write_table)
+        for problem in differing:
+            print("DIFFERS:", problem)
+        return 1 if differing else 0
     with tempfile.TemporaryDirectory() as folder:
         problems = check_vsibench(args.vsibench_utils, Path(folder)) + check_mvbench(args.mvbench_utils, Path(folder))
     for problem in problems:

@@ -16,6 +16,7 @@ from typing import Any
 
 from embodied_r.core.io import JsonlAppender
 from embodied_r.core.records import Prediction, PromptRow
+from embodied_r.evaluation.reference_names import row_question_types, with_item_reference
 from embodied_r.inference.context_policy import ContextPolicy
 from embodied_r.inference.generation import TransformersEngine
 from embodied_r.prediction import evaluate_rows, evaluate_with_engine, score_completion, skipped_prediction
@@ -29,9 +30,12 @@ def generate_resumable(engine_factory: Callable[[], Any], rows: Sequence[PromptR
                        context: ContextPolicy | None = None) -> tuple[list[dict[str, Any]], int, int]:
     """Predictions for ``rows`` in ``path`` (jsonl), generating only the ids not there yet.
 
-    The engine is built only when something is left to generate. Returns (predictions for ``rows``, one
-    per id, the first when the file holds several; number generated now; number of duplicates ignored)."""
+    The engine is built only when something is left to generate. Each row written carries its
+    ``reference`` scores where a reference applies (``reference_names.with_item_reference``). Returns
+    (predictions for ``rows``, one per id, the first when the file holds several; number generated now;
+    number of duplicates ignored)."""
     appender = JsonlAppender(path)
+    question_types = row_question_types(rows)
     done = appender.done_keys("id")
     todo = [r for r in rows if r.id not in done]
     logger.info("%s: %d questions, %d already done, %d to generate", path.name, len(rows), len(rows) - len(todo),
@@ -42,7 +46,7 @@ def generate_resumable(engine_factory: Callable[[], Any], rows: Sequence[PromptR
 
         def persist(batch: list[Prediction]) -> None:
             nonlocal generated
-            appender.extend(p.to_dict() for p in batch)
+            appender.extend(with_item_reference(p.to_dict(), question_types) for p in batch)
             generated += len(batch)
             if progress is not None:
                 progress(len(rows) - len(todo) + generated, len(rows))

@@ -25,6 +25,10 @@ score differently is reported beside each table (``item_disagreements``).
   (any case), else the last letter A-H followed by a period, else the whole completion upper-cased; the
   number of questions where the two parsers read a different letter is reported beside it.
 
+Each question's own reference score (``item_reference``) is what these tables average: a row of
+``predictions.jsonl`` carries it as ``reference`` = ``{"vsibench": score}`` or ``{"mvbench": score}`` (a
+fraction; ``None`` for an MVBench answer the reference leaves out), only when a reference applies to it.
+
 EgoSchema gets no reference name: lmms-eval's ``egoschema_subset`` replaces an unparsable answer with
 a random choice, which a deterministic score cannot reproduce (ours counts it wrong and reports it as
 unparsed).
@@ -34,9 +38,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from embodied_r.core.records import PromptRow
 from embodied_r.evaluation.benchmarks.mvbench import VIDEO_FOLDERS as MVBENCH_TASKS
 from embodied_r.evaluation.benchmarks.vsibench import MCQ_TYPES, NUMERIC_TYPES, REL_DIRECTION
 from embodied_r.evaluation.reference_rules import mvbench_item_score, reference_text, vsibench_item_score
@@ -61,6 +66,65 @@ def question_type(prediction: Mapping[str, Any], question_types: Mapping[str, st
     return str(known) if known else str(prediction["task"])
 
 
+def row_question_types(rows: Iterable[PromptRow]) -> dict[str, str]:
+    """id -> VSI-Bench question type of the prompt rows that keep it in ``meta`` (merged relative-direction
+    rows keep their level there)."""
+    return {row.id: str(row.meta["question_type"]) for row in rows if row.meta.get("question_type")}
+
+
+def vsibench_item(prediction: Mapping[str, Any],
+                  question_types: Mapping[str, str] | None = None) -> tuple[str, float] | None:
+    """(question type, the reference's score) of a prediction of a VSI-Bench question type, else None.
+
+    >>> vsibench_item({"id": 1, "task": "route_planning", "answer": "B", "completion": "<answer>b</answer>"})
+    ('route_planning', 1.0)
+    >>> vsibench_item({"id": 1, "task": "egoschema_subset", "answer": "B", "completion": ""}) is None
+    True
+    """
+    qtype = question_type(prediction, question_types)
+    if qtype not in VSIBENCH_TYPES:
+        return None
+    return qtype, vsibench_item_score(reference_text(prediction.get("completion")), prediction["answer"],
+                                      qtype in NUMERIC_TYPES)
+
+
+def mvbench_item(prediction: Mapping[str, Any]) -> tuple[str, float | None] | None:
+    """(task, the reference's score; None for an empty answer, left out) of an MVBench prediction, else None."""
+    if prediction["task"] not in MVBENCH_TASKS:
+        return None
+    return str(prediction["task"]), mvbench_item_score(reference_text(prediction.get("completion")),
+                                                       prediction["answer"])
+
+
+def item_reference(prediction: Mapping[str, Any],
+                   question_types: Mapping[str, str] | None = None) -> dict[str, float | None] | None:
+    """The question's score under each reference name that applies to it (the per-question values the
+    tables average, as fractions), or None when none applies.
+
+    >>> item_reference({"id": "7", "task": "object_counting", "answer": "200",
+    ...                 "completion": "<answer>two hundred</answer>"})
+    {'vsibench': 1.0}
+    >>> item_reference({"id": "7", "task": "dir", "answer": "B", "completion": "<answer>B</answer>"}) is None
+    True
+    """
+    out: dict[str, float | None] = {}
+    vsi = vsibench_item(prediction, question_types)
+    if vsi is not None:
+        out["vsibench"] = vsi[1]
+    mvb = mvbench_item(prediction)
+    if mvb is not None:
+        out["mvbench"] = mvb[1]
+    return out or None
+
+
+def with_item_reference(prediction: dict[str, Any],
+                        question_types: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``prediction`` (a ``predictions.jsonl`` row) with its ``reference`` scores (``item_reference``) added
+    when a reference applies to it; other rows are returned as they are."""
+    scores = item_reference(prediction, question_types)
+    return prediction if scores is None else {**prediction, "reference": scores}
+
+
 def vsibench(predictions: Sequence[Mapping[str, Any]],
              question_types: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """VSI-Bench's reported numbers from prediction dicts, each question scored by the reference's rule
@@ -80,10 +144,10 @@ def vsibench(predictions: Sequence[Mapping[str, Any]],
     scores: dict[str, list[float]] = {}
     disagreements = 0
     for p in predictions:
-        qtype = question_type(p, question_types)
-        if qtype not in VSIBENCH_TYPES:
+        item = vsibench_item(p, question_types)
+        if item is None:
             continue
-        score = vsibench_item_score(reference_text(p.get("completion")), p["answer"], qtype in NUMERIC_TYPES)
+        qtype, score = item
         scores.setdefault(qtype, []).append(score)
         disagreements += score != float(p["score"])
     if not scores:
@@ -122,10 +186,11 @@ def mvbench(predictions: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     per_task: dict[str, list[float]] = {}
     excluded = disagreements = 0
     for p in predictions:
-        if p["task"] not in MVBENCH_TASKS:
+        item = mvbench_item(p)
+        if item is None:
             continue
-        answered = per_task.setdefault(str(p["task"]), [])
-        score = mvbench_item_score(reference_text(p.get("completion")), p["answer"])
+        task, score = item
+        answered = per_task.setdefault(task, [])
         if score is None:
             excluded += 1
             continue

@@ -2,9 +2,10 @@
 
 The completions file holds one ``{"id": ..., "completion": "..."}`` object per line (other keys are
 ignored). Each completion is scored as ``eval`` scores its own (``predict.score_completion``), and
-``metrics.json`` with its reference tables, ``predictions.jsonl`` and ``report.html`` are assembled by
-the same functions. Nothing is generated, so no model is loaded: the baselines that need one (direct,
-blind, VLM-only) and the consistency judge are not run.
+``metrics.json`` with its reference tables, ``predictions.jsonl`` (each row with its ``reference`` scores
+where a reference applies) and ``report.html`` are assembled by the same functions. Nothing is
+generated, so no model is loaded: the baselines that need one (direct, blind, VLM-only) and the
+consistency judge are not run.
 
 Ids are compared as text (a number id as its decimal digits). No completion is dropped without a word:
 
@@ -175,6 +176,7 @@ def score_run(data: str, completions: str | Path | None, out_dir: str | Path, mi
     scores no model: only the baselines, of every question (``missing`` and ``name`` do not apply)."""
     from embodied_r.evaluation.analysis import assemble_metrics, run_baselines
     from embodied_r.evaluation.predict import score_completion
+    from embodied_r.evaluation.reference_names import row_question_types, with_item_reference
 
     started = time.perf_counter()
     unknown = sorted(set(baselines) - set(MODEL_FREE_BASELINES))
@@ -207,8 +209,11 @@ def score_run(data: str, completions: str | Path | None, out_dir: str | Path, mi
                             f"({accounting['n_for_skipped_questions']} are for questions the loader skipped)")
     with claimed_folder(out):
         stamp = _claim_stamp(out, data, completions_path)
-        predictions = [score_completion(row, text).to_dict() for row, text in pairs]
         scored_rows = [row for row, _ in pairs]
+        question_types = row_question_types(scored_rows)
+        # Each row carries its own reference score where a reference applies (what metrics.json averages).
+        predictions = [with_item_reference(score_completion(row, text).to_dict(), question_types)
+                       for row, text in pairs]
 
         tables = run_baselines(list(baselines), scored_rows, out, _no_engine, batch_size=1, direct_max_new_tokens=1,
                                prior_rows=prior_rows, prior_source=str(prior_from))
