@@ -65,6 +65,8 @@ class DemoSize:
     tasks: tuple[str, ...] | None = None  # task types kept by the split (None: every one)
     prompt_version: str = PROMPT_VERSION
     test_share: float = 0.5
+    detail: str = "words"  # the oracle's detail level (docs/world.md)
+    span: str | None = None  # build-prompts --span: keep questions whose objects some key frames show
     # auto: bf16 passes on a CPU with bf16, float32 elsewhere; float32 reproduces the slowest CPU's
     # arithmetic anywhere.
     dtype: str = "auto"
@@ -158,6 +160,7 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
                  "--prior-from", str(prompts / "train.jsonl")]
     limit = ["--limit", str(size.eval_limit)] if size.eval_limit else []
     tasks = ["--tasks", ",".join(size.tasks)] if size.tasks else []
+    span = ["--span", size.span] if size.span else []
     ratios = f"{1 - size.test_share:.2f},0.00,{size.test_share:.2f}"
     recipe = str(out / "train_recipe.yaml")
     return [
@@ -172,18 +175,18 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
               [str(kf)]),
         Stage("perception", "describe every key frame from ground truth (oracle VLM)",
               ["perceive", "--qa", str(world / "questions.jsonl"), "--keyframes", str(kf), "--backend", "oracle",
-               "--out", str(out / "perception.jsonl")], [str(out / "perception.jsonl")]),
+               "--detail", size.detail, "--out", str(out / "perception.jsonl")], [str(out / "perception.jsonl")]),
         Stage("split", "split the questions by scene into train and test" + (
               f" (task types: {', '.join(size.tasks)})" if size.tasks else ""),
               ["data", "split", "--data", f"synthetic:{world}", "--all-tasks", *tasks, "--out", str(out / "split"),
                "--seed", "0", "--ratios", ratios], [str(out / "split")]),
         Stage("prompts-train", "build reasoner prompts (Embodied-R frame lines) for training",
               ["build-prompts", "--qa", str(out / "split" / "train.jsonl"), "--perception",
-               str(out / "perception.jsonl"), "--prompt-version", size.prompt_version,
+               str(out / "perception.jsonl"), "--prompt-version", size.prompt_version, *span,
                "--out", str(prompts / "train.jsonl")], [str(prompts / "train.jsonl")]),
         Stage("prompts-test", "build reasoner prompts for the held-out scenes",
               ["build-prompts", "--qa", str(out / "split" / "test.jsonl"), "--perception",
-               str(out / "perception.jsonl"), "--prompt-version", size.prompt_version,
+               str(out / "perception.jsonl"), "--prompt-version", size.prompt_version, *span,
                "--out", str(prompts / "test.jsonl")], [str(prompts / "test.jsonl")]),
         Stage("sft", f"supervised fine-tuning on the gold answers ({size.sft_steps} steps of {SFT_BATCH} "
               "training prompts; the think quotes the last frame's action and lists the options with their letters)",
@@ -192,7 +195,7 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
               "letter-prior, answer-prior and text-rule baselines",
               ["eval", "--data", str(prompts / "test.jsonl"), "--out", str(out / "eval_sft"),
                "--model", str(warmup_model_dir(out / "train")), *eval_args, *limit,
-               "--baselines", "random,prior,answer-prior,text-rule", "--no-report"],
+               "--baselines", "random,prior,answer-prior,text-rule,solver", "--no-report"],
               [str(out / "eval_sft")]),
         Stage("train", f"GRPO with the format and accuracy rewards (up to {size.train_steps} steps, as many as "
               "the time budget allows)", ["train", "--recipe", recipe], [str(out / "train")]),
@@ -200,7 +203,7 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
               "blind (the video text removed)",
               ["eval", "--data", str(prompts / "test.jsonl"), "--out", str(out / "eval_after"),
                "--model", str(out / "train" / "final"), *eval_args, *limit,
-               "--baselines", "random,prior,answer-prior,blind,text-rule", "--no-report"],
+               "--baselines", "random,prior,answer-prior,blind,text-rule,solver", "--no-report"],
               [str(out / "eval_after")]),
         Stage("report", "write the SFT / GRPO report (HTML + PNG plots)",
               ["report", str(out / "eval_sft"), str(out / "eval_after"), str(out / "train"),

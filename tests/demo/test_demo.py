@@ -44,6 +44,8 @@ def test_plan_chains_each_stage_into_the_next(tmp_path: Path) -> None:
     assert all(s.command.startswith("embodied-r ") for s in stages)
     assert "--warmup-only" in by_name["sft"].argv  # evaluated before GRPO, which times the budget by it
     assert "blind" in by_name["eval-after"].argv[by_name["eval-after"].argv.index("--baselines") + 1]
+    for name in ("eval-sft", "eval-after"):  # the exact solver's ceiling beside the models
+        assert "solver" in by_name[name].argv[by_name[name].argv.index("--baselines") + 1]
     assert by_name["split"].argv[by_name["split"].argv.index("--tasks") + 1] == "last_action"
 
 
@@ -113,13 +115,54 @@ def test_the_terminal_table_shows_each_baseline_and_whole_task_names(capsys: pyt
                               for name, value in baselines.items()}}
 
     after = metrics(0.5, {"blind": 0.3, "text-rule": 0.45, "random": 0.25, "prior": 0.261, "answer-prior": 0.205})
+    reach = {"applicable": 0.975, "ceiling": 1.0}
+    after["baselines"]["solver"] = {"tasks": {"egocentric_direction": reach}, "overall": reach}
     monkeypatch.setenv("COLUMNS", "200")
     print_before_after({"eval_sft": metrics(0.4, {}), "eval_after": after})
     wide = capsys.readouterr().out
     assert "random / letter prior / answer prior" in wide and "25.0 / 26.1 / 20.5" in wide
     assert "45.0 [10.0, 60.0]" in wide and "30.0 [10.0, 60.0]" in wide  # text rule, blind
+    assert "solver ceiling (applies to)" in wide and "100.0 (98 %)" in wide
     monkeypatch.setenv("COLUMNS", "80")  # the width of a log file or a small terminal
     print_before_after({"eval_sft": metrics(0.4, {}), "eval_after": after})
     narrow = capsys.readouterr().out
     assert "egocentric_direction" in narrow  # wrapped numbers, not a name cut to "egocentri…"
     assert max(len(line) for line in narrow.splitlines()) <= 80
+
+
+def test_the_record_reads_every_number_from_the_stages_outputs(tmp_path: Path) -> None:
+    from embodied_r.demo_record import demo_record
+
+    def write(folder: Path, scores: list[float]) -> list[dict]:
+        rows = [{"id": f"q{i}", "task": "object_rel_direction_medium", "score": s} for i, s in enumerate(scores)]
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return rows
+
+    write(tmp_path / "eval_sft", [1.0] * 10 + [0.0] * 10)
+    after = write(tmp_path / "eval_after", [1.0] * 16 + [0.0] * 4)
+    (tmp_path / "eval_after" / "baselines").mkdir()
+    (tmp_path / "eval_after" / "baselines" / "blind.jsonl").write_text(
+        "".join(json.dumps({**r, "score": 0.0}) + "\n" for r in after))
+    baselines = {"blind": {"overall": {"micro": 0.0}}, "text-rule": {"overall": {"micro": 0.35}},
+                 "random": {"overall": {"micro": 0.333}}, "prior": {"overall": {"micro": 0.4}},
+                 "answer-prior": {"overall": {"micro": 0.3}},
+                 "solver": {"overall": {"micro": 1.0, "ceiling": 1.0, "applicable": 1.0}}}
+    summary = {"eval_sft": {"overall": {"n": 20, "micro": 0.5}},
+               "eval_after": {"overall": {"n": 20, "micro": 0.8}, "baselines": baselines},
+               "train": {"global_step": 24}, "stages": {"world": {"seconds": 60.0}, "train": {"seconds": 300.5}},
+               "wall_time_s": 12.0, "peak_rss_gib": 3.1}
+    size = DemoSize(scenes=80, seconds=12, per_task=6, train_steps=30, eval_limit=0, max_new_tokens=64,
+                    tasks=("object_rel_direction_medium",), detail="facts", span="any", dtype="float32")
+    record = demo_record(summary, tmp_path, size)
+    assert record["accuracy"] == {"sft": 0.5, "grpo": 0.8, "blind": 0.0, "text_rule": 0.35, "random": 0.333,
+                                  "letter_prior": 0.4, "answer_prior": 0.3, "solver_ceiling": 1.0,
+                                  "solver_applicable": 1.0}
+    vs_sft = record["comparisons"]["grpo_vs_sft"]
+    assert (vs_sft["n"], vs_sft["improved"], vs_sft["worsened"]) == (20, 6, 0)
+    assert vs_sft["difference"] == pytest.approx(0.3) and vs_sft["p_value"] == pytest.approx(2 / 2**6)
+    assert record["comparisons"]["grpo_vs_blind"]["improved"] == 16
+    assert (record["stages_s"], record["grpo_steps"], record["n"], record["detail"]) == (360.5, 24, 20, "facts")
+    assert set(record["machine"]) == {"cpu", "cores", "avx512_bf16"}
+    with pytest.raises(ValueError, match="not finished both evaluations"):
+        demo_record({"eval_sft": summary["eval_sft"]}, tmp_path, size)

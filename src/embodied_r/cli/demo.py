@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
                         help="precision of training and evaluation: auto (bf16 passes where the CPU has bf16, float32 "
                         "elsewhere), float32 (the slowest CPU's arithmetic anywhere) or bfloat16 (default: auto)")
+    parser.add_argument("--record", default=None, metavar="PATH",
+                        help="also write the run's record (machine, times, every accuracy, the exact tests) as JSON, "
+                             "the numbers README quotes (docs/records/demo.json)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,7 +55,22 @@ def run(args: argparse.Namespace) -> int:
                 [[name, info["seconds"]] for name, info in summary["stages"].items()])
     print_before_after(summary, Path(args.out))
     out.print(f"Report: {Path(args.out) / 'report' / 'report.html'} (open it in a browser; it works offline)")
+    if args.record:
+        write_record(summary, Path(args.out), Path(args.record), args.minutes, args.dtype)
     return 0
+
+
+def write_record(summary: dict[str, Any], out_dir: Any, path: Any, minutes: float, dtype: str) -> None:
+    """The run's record at ``path`` (atomically), at the size the demo ran (its plan file)."""
+    from embodied_r.cli.common import console
+    from embodied_r.core.io import atomic_write_json, read_json
+    from embodied_r.demo import DemoSize
+    from embodied_r.demo_record import demo_record
+
+    size = DemoSize(**read_json(out_dir / "demo_plan.json")["size"])
+    atomic_write_json(path, {"command": f"embodied-r demo --minutes {minutes:g} --dtype {dtype}",
+                             **demo_record(summary, out_dir, size)})
+    console().print(f"Record: {path}", markup=False)
 
 
 def leading_letter(metrics: dict[str, Any]) -> str | None:
@@ -93,6 +111,19 @@ def baseline_cell(metrics: dict[str, Any], name: str, task: str | None, interval
     return format_interval(score, cell.get("ci95") if interval else None)
 
 
+SOLVER_HEADER = "solver ceiling (applies to)"
+
+
+def solver_cell(metrics: dict[str, Any], task: str | None) -> str | None:
+    """``"100.0 (98 %)"``: the exact solver's score on the questions its text determines, and their share."""
+    table = (metrics.get("baselines") or {}).get("solver") or {}
+    cell = (table.get("overall") or {}) if task is None else (table.get("tasks") or {}).get(task) or {}
+    if cell.get("applicable") is None:
+        return None
+    ceiling = "–" if cell.get("ceiling") is None else f"{100 * cell['ceiling']:.1f}"
+    return f"{ceiling} ({100 * cell['applicable']:.0f} %)"
+
+
 # The answer-free baselines share one column, as points (their intervals say nothing about the model).
 GUESSES = ("random", "prior", "answer-prior")  # the order of GUESSES_HEADER
 GUESSES_HEADER = "random / letter prior / answer prior"
@@ -116,10 +147,12 @@ def print_before_after(summary: dict[str, Any], out_dir: Any = None) -> None:
         rows.append([task or "all (micro)",
                      *[f"{format_interval(c.get('score'), c.get('ci95'))} (n={c.get('n', 0)})" for c in cells],
                      baseline_cell(after, "blind", task), baseline_cell(after, "text-rule", task),
+                     solver_cell(after, task),
                      " / ".join(baseline_cell(after, name, task, interval=False) for name in GUESSES)])
-    rows.append(["most predicted letter", leading_letter(sft), leading_letter(after), None, None, None])
+    rows.append(["most predicted letter", leading_letter(sft), leading_letter(after), None, None, None, None])
     print_table("held-out scenes: score % [95 % interval] (accuracy; MRA for numbers)",
-                ["task", "after SFT", "after GRPO", "GRPO model blind", "text rule", GUESSES_HEADER], rows)
+                ["task", "after SFT", "after GRPO", "GRPO model blind", "text rule", SOLVER_HEADER, GUESSES_HEADER],
+                rows)
     ceiling = ((after.get("baselines") or {}).get("text-rule") or {}).get("overall", {}).get("ceiling")
     if ceiling is not None:
         console().print(f"answerable ceiling: the text states the answer of {100 * ceiling:.1f} % of the "
