@@ -11,8 +11,10 @@ from embodied_r.cli.main import main
 from embodied_r.core.io import DataFileError, write_jsonl
 from embodied_r.judge.settings import JudgeSection
 from embodied_r.methods.embodied_r.toy import toy_prompt_rows
+from embodied_r.training import recipe_keys
 from embodied_r.training.data import load_prompt_rows, rows_to_dataset
 from embodied_r.training.recipe import (
+    DEFAULT_REWARDS,
     OUR_KEYS,
     LoraSettings,
     RecipeError,
@@ -24,6 +26,8 @@ from embodied_r.training.recipe import (
     recipe_from_dict,
     run_settings,
 )
+from embodied_r.training.recipe_keys import OUR_SECTIONS, SECTION_NAMES, TRL_DEFAULTS, TRL_SECTIONS
+from embodied_r.training.recipe_sections import BatchGeometry
 from embodied_r.training.schedule import RewardSchedule
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,6 +40,95 @@ def test_unknown_key_lists_the_valid_ones() -> None:
     message = str(info.value)
     assert "'num_generation'" in message and "did you mean num_generations" in message
     assert all(key in message for key in OUR_KEYS) and "learning_rate" in message
+
+
+def test_every_key_has_one_section_and_trls_defaults_are_trls() -> None:
+    from dataclasses import MISSING, fields
+
+    from trl import GRPOConfig
+
+    ours = [key for section in SECTION_NAMES for key in OUR_SECTIONS[section]]
+    assert sorted(ours) == sorted(OUR_KEYS), "each of our keys stands in exactly one section"
+    trl_fields = {f.name: f for f in fields(GRPOConfig)}
+    theirs = [key for section in SECTION_NAMES for key in TRL_SECTIONS[section]]
+    assert len(theirs) == len(set(theirs)) and set(theirs) <= set(trl_fields) and not set(theirs) & set(ours)
+    # TRL_DEFAULTS are written down so the batch geometry is checked before TRL is imported; they are TRL's.
+    assert {key: trl_fields[key].default for key in TRL_DEFAULTS} == dict(TRL_DEFAULTS)
+    assert all(trl_fields[key].default is not MISSING for key in TRL_DEFAULTS)
+
+
+def test_the_trl_defaults_are_read_from_one_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The batch geometry, the typed section and --check read num_generations' default from TRL_DEFAULTS alone.
+    monkeypatch.setattr(recipe_keys, "TRL_DEFAULTS", {**TRL_DEFAULTS, "num_generations": 3})
+    with pytest.raises(RecipeError, match="8 completions .* not a multiple of num_generations 3"):
+        check_batch_geometry({}, 1)
+    with pytest.raises(RecipeError, match="num_generations 3"):
+        load_recipe(None, ["train_data=toy:2"], num_processes=1)
+    recipe = load_recipe(None, ["train_data=toy:2", "per_device_train_batch_size=6"], num_processes=1)
+    assert recipe.sections.batch.num_generations == 3 and recipe.sections.batch.per_optimizer_step(1) == {
+        "processes": 1, "completions_per_step": 6, "prompts_per_step": 2}
+
+
+@pytest.mark.parametrize("typo, meant, section", [
+    ("dtyp", "dtype", "model"), ("train_dat", "train_data", "data"),
+    ("num_generation", "num_generations", "generation"), ("resample_round", "resample_rounds", "optimisation"),
+    ("reward", "rewards", "rewards"), ("judg", "judge", "judge"), ("reward_schedul", "reward_schedule", "schedule"),
+])
+def test_an_unknown_key_names_its_likely_section_and_the_keys_of_each(typo: str, meant: str, section: str) -> None:
+    with pytest.raises(RecipeError) as info:
+        recipe_from_dict({"train_data": "toy:2", typo: 1})
+    message = str(info.value)
+    assert f"unknown key(s) '{typo}' (did you mean {meant} (section {section})" in message
+    (listed,) = [line for line in message.splitlines() if line.startswith(f"  {section}: ")]
+    assert set(OUR_SECTIONS[section]) <= set(listed.removeprefix(f"  {section}: ").split(", "))
+    assert "and TRL GRPOConfig fields: " in message and "lr_scheduler_type" in message
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"lora": {"rank": 8}}, r"lora: unknown key\(s\) \['rank'\]; valid: \['r', 'alpha', .*\] \(section model\)"),
+    ({"format_warmup": {"step": 4}}, r"format_warmup: unknown key\(s\) \['step'\]; valid: \[.*'steps'.*\] "
+                                     r"\(section optimisation\)"),
+    ({"judge": {"reference": "policy"}}, r"judge: unknown key\(s\) \['reference'\]; valid: \['model', .*\] "
+                                         r"\(section judge\)"),
+])
+def test_an_unknown_key_inside_a_nested_section_names_the_section_and_its_keys(data: dict, message: str) -> None:
+    with pytest.raises(RecipeError, match=message):
+        recipe_from_dict({"train_data": "toy:2", **data})
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("model", 5, "'model' must be a string, got 5 (section model)"),
+    ("max_train_rows", "ten", "'max_train_rows' must be an integer or null, got 'ten' (section data)"),
+    ("num_generations", "four", "num_generations must be int, got 'four' (section generation)"),
+    ("learning_rate", "fast", "learning_rate must be float, got 'fast' (section optimisation)"),
+    ("rewards", "format", "'rewards' must be a list of reward names or module:function paths, got 'format' "
+                          "(section rewards)"),
+    ("judge", {"allow_weak": 1}, "judge.allow_weak must be true or false, got 1 (section judge)"),
+    ("max_train_minutes", "10m", "'max_train_minutes' must be a positive number of minutes or null, got '10m' "
+                                 "(section schedule)"),
+    ("max_grad_norm", "big", "max_grad_norm must be float, got 'big' (TRL GRPOConfig field)"),
+    # A null where this layer would read TRL's default and TRL would be given the null.
+    ("per_device_train_batch_size", None, "per_device_train_batch_size must be int, got None (leave it out for "
+                                          "TRL's default 8) (section optimisation)"),
+])
+def test_a_wrong_type_names_the_key_its_section_and_the_type(key: str, value: object, message: str) -> None:
+    with pytest.raises(RecipeError) as info:
+        recipe_from_dict({"train_data": "toy:2", key: value}, "r.yaml")
+    assert str(info.value) == f"r.yaml: {message}"
+
+
+def test_without_rewards_a_recipe_trains_format_and_accuracy_and_consistency_only_by_name() -> None:
+    from embodied_r.methods import EMBODIED_R
+    from embodied_r.training.grpo import build_config
+
+    bare = recipe_from_dict({"train_data": "toy:2"})
+    assert bare.rewards == list(DEFAULT_REWARDS) == ["format", "accuracy"] and bare.reward_schedule is None
+    assert build_config(bare, None, num_processes=1).reward_weights is None  # TRL's 1 each
+    named = recipe_from_dict({"train_data": "toy:2", "rewards": ["format", "accuracy", "consistency"]})
+    assert named.reward_names == ["format", "accuracy", "consistency"]
+    # A recipe that names the method takes the method's paper terms, consistency included, and its schedule.
+    method = recipe_from_dict({"train_data": "toy:2", "method": "embodied_r"})
+    assert method.reward_names == list(EMBODIED_R.rewards) and method.reward_schedule == EMBODIED_R.reward_schedule
 
 
 @pytest.mark.parametrize(
@@ -97,8 +190,14 @@ def test_the_sections_are_typed_once_from_the_recipe() -> None:
     assert "sections" not in recipe.to_flat_dict() and recipe.to_flat_dict()["lora"] == {"r": 8,
                                                                                          "target_modules": ["q_proj"]}
     bare = recipe_from_dict({"train_data": "toy:2"})  # no schedule named: constant weights, whatever the rewards
-    assert bare.reward_names == ["format", "accuracy", "consistency"]
+    assert bare.reward_names == ["format", "accuracy"]
     assert (bare.sections.lora, bare.sections.warmup, bare.sections.schedule) == (None, None, None)
+    # TRL's keys this layer reads come typed, TRL's default where the recipe is silent.
+    assert bare.sections.batch == BatchGeometry(num_generations=8, per_device_train_batch_size=8,
+                                                gradient_accumulation_steps=1, steps_per_generation=None,
+                                                generation_batch_size=None)
+    assert (bare.sections.generation.max_completion_length, bare.sections.optimisation.loss_type) == (512, "dapo")
+    assert bare.sections.rewards.static_weights() == [1.0, 1.0]
 
 
 def test_overrides() -> None:
