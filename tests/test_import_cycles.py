@@ -144,21 +144,11 @@ def test_the_oracle_backend_is_found_by_name() -> None:
 # Layering: evaluation and training reach a method only through the registry (embodied_r.methods)
 # ---------------------------------------------------------------------------------------------------------
 
-# Evaluation's remaining arrows into one method's modules, each with what it imports there: Embodied-R's
-# perception pipeline, which eval runs to build rows from questions and perception (inputs, the benchmark
-# registry), the official processed files' template (embodied_r_json) and the VLM-only baseline's backend and
-# key frames (analysis, vlm_only). The list is exact, so it can only shrink.
-EVALUATION_METHOD_IMPORTS = {
-    "embodied_r.evaluation.analysis": {"embodied_r.methods.embodied_r.perception.factory"},
-    "embodied_r.evaluation.benchmarks.embodied_r_json": {"embodied_r.methods.embodied_r.prompts"},
-    "embodied_r.evaluation.benchmarks.registry": {"embodied_r.methods.embodied_r.perception.prompt_rows"},
-    "embodied_r.evaluation.inputs": {"embodied_r.methods.embodied_r.prompts",
-                                     "embodied_r.methods.embodied_r.perception.cache",
-                                     "embodied_r.methods.embodied_r.perception.factory",
-                                     "embodied_r.methods.embodied_r.perception.runner"},
-    "embodied_r.evaluation.vlm_only": {"embodied_r.methods.embodied_r.keyframes.decode",
-                                       "embodied_r.methods.embodied_r.perception.runner"},
-}
+# Evaluation's arrows into one method's modules: none. What it needs of a method (its row builder and default
+# prompt version for benchmark questions, the system prompt of the official processed files, its perception
+# stage and backends, the key frames the VLM-only baseline shows) is a ``Method`` field, reached through the
+# row's method or the one that writes the asked prompt version. Kept empty by the test below.
+EVALUATION_METHOD_IMPORTS: dict[str, set[str]] = {}
 
 
 def imports_under(package: str, target: str, itself: bool = False) -> dict[str, set[str]]:
@@ -188,10 +178,11 @@ def test_the_layering_finder_sees_deferred_imports(tmp_path: Path) -> None:
 
 
 def test_evaluation_reaches_a_method_only_through_the_registry() -> None:
-    """Evaluation takes each row's ``Method`` (``method_for_row``) for what is one method's (its scorer, solver,
-    text rules, blind and direct prompts) and imports no module of ``embodied_r.methods`` but the registry
-    itself, apart from the exact list above."""
-    assert imports_under("embodied_r.evaluation", "embodied_r.methods") == EVALUATION_METHOD_IMPORTS
+    """Evaluation takes each row's ``Method`` (``method_for_row``, or ``method_for_version`` for the prompt
+    version it is asked to build) for what is one method's (its scorer, solver, text rules, blind and direct
+    prompts, row builder, system prompt, perception stage and key frames) and imports no module of
+    ``embodied_r.methods`` but the registry itself."""
+    assert imports_under("embodied_r.evaluation", "embodied_r.methods") == EVALUATION_METHOD_IMPORTS == {}
 
 
 def test_training_imports_no_evaluation_module_and_no_method_package() -> None:

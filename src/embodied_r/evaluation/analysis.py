@@ -147,11 +147,21 @@ def vlm_only_baseline(rows: Sequence[PromptRow], perception: Any, out: Path) -> 
                                    "with --keyframes): VLM-only answers need a VLM")
     if backend == "oracle":
         return not_run("vlm_only", "the oracle backend writes simulator ground truth; it cannot answer questions")
+    reason = lacking_reason(rows, "perception_backend", "a perception stage") \
+        or lacking_reason(rows, "keyframe_images", "key-frame images")
+    if reason:
+        return not_run("vlm_only", reason)
     from embodied_r.evaluation.vlm_only import run_vlm_only
-    from embodied_r.methods.embodied_r.perception.factory import make_backend
+    from embodied_r.methods import DEFAULT_METHOD, method_for_row
 
-    predictions, excluded = run_vlm_only(rows, make_backend(backend, **perception.options), perception.keyframes,
-                                         out / "baselines" / "vlm_only.jsonl")
+    # The backend is the rows' method's (one VLM answers them all); no rows: the default method's, as before.
+    methods = {method.name: method for method in (method_for_row(row.meta) for row in rows)}
+    if len(methods) > 1:
+        return not_run("vlm_only", f"the questions belong to several methods ({', '.join(sorted(methods))}), each "
+                                   "with its own perception backend; evaluate them apart")
+    method = next(iter(methods.values()), DEFAULT_METHOD)
+    predictions, excluded = run_vlm_only(rows, method.make_perception_backend(backend, **perception.options),
+                                         perception.keyframes, out / "baselines" / "vlm_only.jsonl")
     table = task_table(predictions)
     table.update({"name": "vlm_only", "status": "ok" if predictions else "failed",
                   "note": f"{backend} VLM answering from the key frames", "excluded": excluded,

@@ -25,7 +25,8 @@ The prompts of ``direct`` and ``blind`` and the text rules are the row's method'
 ``method_for_row``; a baseline that needs a part some rows' method lacks is not run on them, saying so
 (``lacking``).
 - ``vlm_only``: the perception VLM answering from the frames; it needs a VLM backend and is reported
-  as not run otherwise.
+  as not run otherwise. The backend and the key frames are the rows' method's (``Method.perception_backend``,
+  ``keyframe_images``), so it is not run on questions of a method without a perception stage either.
 """
 
 from __future__ import annotations

@@ -22,9 +22,11 @@ from embodied_r.evaluation.benchmarks.common import LoadReport, check_records, r
 from embodied_r.evaluation.benchmarks.registry import (
     load_qa,
     parse_spec,
+    perception_row_method,
     prompt_rows_from_perception,
     read_perceptions,
 )
+from embodied_r.methods import Method
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +56,8 @@ def load_prompt_rows_jsonl(path: str | Path) -> tuple[list[PromptRow], LoadRepor
 
 
 # An official processed file is the official pipeline's text: by default it is sent with the official
-# system prompt, byte for byte (methods/embodied_r/prompts.py); prompts built here from perception default to ours.
+# system prompt, byte for byte (Embodied-R's ``Method.system_prompt``); prompts built here from perception
+# default to the building method's ``default_prompt_version``.
 PROCESSED_FILE_PROMPT_VERSION = "official"
 
 
@@ -96,6 +99,9 @@ def load_inputs(data: str | Path, prompt_version: str | None = None, perception:
             f"{data}: these are questions about videos; the reasoner reads perception text. Give --perception "
             "FILE (from `embodied-r perceive`) or --perception-backend NAME with --keyframes DIR"
         )
+    # The method whose prompt version the rows will record builds them (the default method without one), and
+    # its perception stage describes the videos: checked before any perception is run.
+    method = perception_row_method(prompt_version)
     if perception.file:
         perceptions = read_perceptions(perception.file)
     else:
@@ -103,10 +109,8 @@ def load_inputs(data: str | Path, prompt_version: str | None = None, perception:
             raise DataFileError("--perception-backend needs an output folder for perception.jsonl")
         base = Path(spec.path.partition("#")[0])
         qa_dir = base if base.is_dir() else base.parent  # relative videos are relative to the question file
-        perceptions = read_perceptions(run_perception(records, perception, Path(out_dir), report, qa_dir))
-    from embodied_r.methods.embodied_r.prompts import DEFAULT_PROMPT_VERSION
-
-    rows = prompt_rows_from_perception(records, perceptions, report, prompt_version or DEFAULT_PROMPT_VERSION)
+        perceptions = read_perceptions(run_perception(records, perception, Path(out_dir), report, qa_dir, method))
+    rows = prompt_rows_from_perception(records, perceptions, report, prompt_version or method.default_version())
     return rows, report
 
 
@@ -132,23 +136,26 @@ def resolve_input(rows: list[PromptRow], requested: str, data: str | Path) -> st
 
 
 def run_perception(records: list[QARecord], source: PerceptionSource, out_dir: Path, report: LoadReport,
-                   qa_dir: Path = Path(".")) -> Path:
-    """Run the perception stage for ``records`` into ``out_dir/perception.jsonl`` (resumable) and return it.
+                   qa_dir: Path = Path("."), method: Method | None = None) -> Path:
+    """Run ``method``'s perception stage (the default method's when None) for ``records`` into
+    ``out_dir/perception.jsonl`` (resumable) and return it.
 
     Questions whose video is missing are not sent; they end up reported as having no perception.
     """
-    from embodied_r.methods.embodied_r.perception.cache import PerceptionCache
-    from embodied_r.methods.embodied_r.perception.factory import make_backend
-    from embodied_r.methods.embodied_r.perception.runner import perceive
+    from embodied_r.methods import DEFAULT_METHOD
 
+    method = method or DEFAULT_METHOD
+    if not method.has_perception_stage():
+        raise DataFileError(f"--perception-backend: method {method.name} has no perception stage; give its "
+                            "perception text as --perception FILE instead")
     if not source.keyframes or not Path(source.keyframes).is_dir():
         raise DataFileError(f"--keyframes {source.keyframes}: not a folder; run `embodied-r keyframes` on the "
                             "benchmark videos first")
     with_video = [r for r in records if r.meta.get("video_found", True)]
     out_path = out_dir / "perception.jsonl"
-    backend = make_backend(str(source.backend), **source.options)
-    cache = PerceptionCache(out_dir / "perception.cache")
-    summary = perceive(with_video, qa_dir, Path(source.keyframes), backend, cache, out_path)
+    backend = method.make_perception_backend(str(source.backend), **source.options)
+    summary = method.run_perception_stage(with_video, qa_dir, Path(source.keyframes), backend, out_path,
+                                          out_dir / "perception.cache")
     if summary.failed:
         report.warn("*", f"perception failed for {summary.failed} question(s); rerun to retry them: "
                          + "; ".join(summary.errors[:3]))

@@ -5,6 +5,8 @@ reasoner. It goes through the perception backend's own ``run(requests, on_result
 request per question carrying all its key frames, so any VLM backend (OpenAI-compatible server or local
 transformers) serves it. Answers are appended to ``baselines/vlm_only.jsonl`` as they arrive
 (resumable); questions whose video, key frames or request failed are reported, not scored as wrong.
+The backend and each question's key frames are its method's (``Method.perception_backend`` and
+``keyframe_images``), so this module imports no method.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from embodied_r.core.io import DataFileError, JsonlAppender, read_json
-from embodied_r.core.records import KeyframeSet, PromptRow
+from embodied_r.core.io import DataFileError, JsonlAppender
+from embodied_r.core.records import PromptRow
 
 ANSWER_INSTRUCTION = "Answer with the option's letter inside <answer> </answer>."
 NUMBER_INSTRUCTION = "Answer with a single number inside <answer> </answer>."
@@ -30,20 +32,14 @@ def vlm_question_text(row: PromptRow) -> str:
     return f"{FRAMES_PREAMBLE}\n{question_for_judge(row.prompt, row.options)}\n{instruction}"
 
 
-def _timestamps(keyframes_dir: Path, video: Path) -> list[float]:
-    from embodied_r.methods.embodied_r.perception.runner import keyframes_path
-
-    path = keyframes_path(keyframes_dir, video)
-    return KeyframeSet.from_dict(read_json(path)).timestamps
-
-
 def run_vlm_only(rows: Sequence[PromptRow], backend: Any, keyframes_dir: str | Path, out_path: str | Path,
                  max_side: int | None = 768) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
-    """(scored predictions for ``rows``, exclusions with reasons)."""
+    """(scored predictions for ``rows``, exclusions with reasons). Each row's key frames are read by its method
+    (``Method.keyframe_images``: found under ``keyframes_dir``, sized to ``max_side``); a row whose method has
+    none is excluded, saying so."""
     from embodied_r.evaluation.predict import score_completion
     from embodied_r.inference.requests import FrameRequest
-    from embodied_r.methods.embodied_r.keyframes.decode import read_frames_at
-    from embodied_r.methods.embodied_r.perception.runner import resize_to_max_side
+    from embodied_r.methods import method_for_row
 
     appender = JsonlAppender(out_path)
     done = appender.done_keys("id")
@@ -57,9 +53,12 @@ def run_vlm_only(rows: Sequence[PromptRow], backend: Any, keyframes_dir: str | P
         if not video.is_file():
             excluded.append({"id": row.id, "reason": f"video not found: {video}"})
             continue
+        method = method_for_row(row.meta)
+        if method.keyframe_images is None:
+            excluded.append({"id": row.id, "reason": f"method {method.name} has no key-frame images"})
+            continue
         try:
-            stamps = _timestamps(Path(keyframes_dir), video)
-            images = [resize_to_max_side(f, max_side) for f in read_frames_at(video, stamps)]
+            stamps, images = method.read_keyframe_images(Path(keyframes_dir), video, max_side)
         except (DataFileError, ValueError, OSError) as exc:
             excluded.append({"id": row.id, "reason": f"key frames unavailable: {exc}"})
             continue

@@ -36,6 +36,12 @@ embodied_r.methods.MethodSpecError: embodied_r.methods:METHODS: is a tuple, not 
 Solved(answer=None, reason='method robot_r1 has no solver', copy=False)
 >>> ROBOT_R1.text_rule(PromptRow("q", "t", [], "A", "choice", ["A. x", "B. y"]))
 ('none', None, 'method robot_r1 has no text rule')
+>>> EMBODIED_R.default_version(), ROBOT_R1.default_version(), ROBOT_R1.has_perception_stage()
+('official-v1', 'robot_r1_mw_v1', False)
+>>> ROBOT_R1.make_perception_backend("openai")
+Traceback (most recent call last):
+...
+ValueError: method robot_r1 has no perception stage (no perception backend)
 >>> method_for_version(None) is DEFAULT_METHOD  # no recorded version: the default method
 True
 >>> method_for_version("v9")  # doctest: +ELLIPSIS
@@ -47,8 +53,9 @@ embodied_r.core.records.RecordError: prompt version 'v9' is written by no known 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from embodied_r.core.records import PromptRow, RecordError
@@ -179,6 +186,30 @@ class Method:
     # letter in ``<answer>``), so evaluation reports that script's parser beside its own (``reference.embodied_r``
     # of metrics.json, evaluation/reference_names.py); other forms (Robot-R1's ``[[X]]``) it cannot read.
     embodied_r_script_format: bool = False
+    # The prompt version of the rows its row builder makes from questions and perception when none is asked
+    # for (``eval --data SPEC`` on a benchmark of video questions); None: the first of ``prompt_versions``.
+    default_prompt_version: str | None = None
+    # ``fn(prompt_version) -> str``: the system message of its prompts of that version, which evaluation adds to
+    # a file of ready user prompts (Embodied-R's official processed JSON). None: it reads no such file.
+    system_prompt: str | None = None
+    # Its perception stage, which evaluation runs to describe a benchmark's videos for the row builder
+    # (``eval --perception-backend``) and whose VLM answers the ``vlm_only`` baseline; each None for a method
+    # without one. ``perception_backend``: ``fn(name, **options) -> backend``, a perception backend by name (the
+    # backend's ``run(requests, on_result)`` answers ``inference.requests.FrameRequest``s).
+    perception_backend: str | None = None
+    # ``fn(questions, qa_dir, keyframes_dir, backend, out_path, cache_dir) -> summary``: one Perception record per
+    # question appended to ``out_path`` (resumable, finished requests kept under ``cache_dir``); the summary has
+    # ``done``, ``already_done``, ``failed`` and ``errors``.
+    perception_stage: str | None = None
+    # ``fn(keyframes_dir, video, max_side) -> (timestamps, images)``: the key frames its key-frame stage chose for
+    # ``video`` (found under ``keyframes_dir``), decoded as the perception stage sends them to the VLM.
+    keyframe_images: str | None = None
+
+    def __post_init__(self) -> None:
+        # Checked here, where the Method is written, rather than when a benchmark is read much later.
+        if self.default_prompt_version is not None and self.default_prompt_version not in self.prompt_versions:
+            raise ValueError(f"method {self.name}: default_prompt_version {self.default_prompt_version!r} is not "
+                             f"one of its prompt_versions {list(self.prompt_versions)}")
 
     def answer_text(self, letter: str) -> str:
         """How this method's prompts ask a chosen option to be written inside ``<answer>``."""
@@ -240,6 +271,40 @@ class Method:
             raise ValueError(f"method {self.name} has no direct-answer prompt (row {row.id})")
         return import_path(self.direct_prompt)(row)
 
+    def default_version(self) -> str:
+        """The prompt version of its rows when none is asked for (``default_prompt_version``, else the first)."""
+        return self.default_prompt_version or self.prompt_versions[0]
+
+    def system_message(self, prompt_version: str) -> str:
+        """The system message of its prompts of ``prompt_version`` (``system_prompt``)."""
+        if self.system_prompt is None:
+            raise ValueError(f"method {self.name} has no system prompt to add to ready prompts")
+        return str(import_path(self.system_prompt)(prompt_version))
+
+    def has_perception_stage(self) -> bool:
+        """Whether evaluation can run its perception stage: it names both a backend factory and a stage."""
+        return self.perception_backend is not None and self.perception_stage is not None
+
+    def make_perception_backend(self, name: str, **options: Any) -> Any:
+        """Its perception backend ``name``, built with ``options`` (``perception_backend``)."""
+        if self.perception_backend is None:
+            raise ValueError(f"method {self.name} has no perception stage (no perception backend)")
+        return import_path(self.perception_backend)(name, **options)
+
+    def run_perception_stage(self, questions: Sequence[Any], qa_dir: Path, keyframes_dir: Path, backend: Any,
+                             out_path: Path, cache_dir: Path) -> Any:
+        """Its perception stage over ``questions``' key frames into ``out_path`` (``perception_stage``)."""
+        if self.perception_stage is None:
+            raise ValueError(f"method {self.name} has no perception stage")
+        return import_path(self.perception_stage)(questions, qa_dir, keyframes_dir, backend, out_path, cache_dir)
+
+    def read_keyframe_images(self, keyframes_dir: Path, video: Path,
+                             max_side: int | None) -> tuple[list[float], list[Any]]:
+        """(timestamps, images) of ``video``'s key frames as its perception stage sends them (``keyframe_images``)."""
+        if self.keyframe_images is None:
+            raise ValueError(f"method {self.name} has no key-frame images")
+        return import_path(self.keyframe_images)(keyframes_dir, video, max_side)
+
 
 # The command that calls a method's ``row_builder`` (``Method.builds_rows``).
 BUILD_PROMPTS = "embodied-r build-prompts"
@@ -261,6 +326,11 @@ EMBODIED_R = Method(
     blind_prompt="embodied_r.methods.embodied_r.baseline_prompts:blind_prompt",
     direct_prompt="embodied_r.methods.embodied_r.baseline_prompts:direct_answer_prompt",
     embodied_r_script_format=True,
+    default_prompt_version="official-v1",
+    system_prompt="embodied_r.methods.embodied_r.prompts:system_prompt",
+    perception_backend="embodied_r.methods.embodied_r.perception.factory:make_backend",
+    perception_stage="embodied_r.methods.embodied_r.perception.stage:perceive_questions",
+    keyframe_images="embodied_r.methods.embodied_r.perception.stage:keyframe_images",
 )
 ROBOT_R1 = Method(
     name="robot_r1",
@@ -271,6 +341,12 @@ ROBOT_R1 = Method(
     rewards=("format", "accuracy"),
     paper_recipe="recipes/robot_r1/paper_qwen2.5-vl-7b.yaml",
     own_rewards={"open_l1": "embodied_r.methods.robot_r1.rewards:open_l1"},
+    # No perception stage, key-frame images or ready-prompt files: its rows come from the demonstrations it
+    # records (``synth robot``), so evaluation's loader specs and ``vlm_only`` say it has none.
+    perception_backend=None,
+    perception_stage=None,
+    keyframe_images=None,
+    system_prompt=None,
 )
 # The registry: one line per method shipped with the package.
 METHODS: tuple[Method, ...] = (EMBODIED_R, ROBOT_R1)

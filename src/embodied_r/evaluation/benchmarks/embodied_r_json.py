@@ -16,7 +16,7 @@ from pathlib import Path
 from embodied_r.core.io import DataFileError, read_json
 from embodied_r.core.records import PromptRow
 from embodied_r.evaluation.benchmarks.common import LoadReport
-from embodied_r.methods.embodied_r.prompts import get_template
+from embodied_r.methods import method_for_version
 
 __all__ = ["LoadReport", "load_embodied_r_json", "parse_options_from_text"]
 
@@ -57,7 +57,13 @@ def load_embodied_r_json(path: str | Path, prompt_version: str = "official") -> 
         data = data["data"]
     if not isinstance(data, list):
         raise DataFileError(f"{path}: expected a JSON list of question objects, got {type(data).__name__}")
-    system = get_template(prompt_version).system
+    # The system prompt is the one of the method that writes ``prompt_version`` (Embodied-R's official text for
+    # ``official``): the files hold only the user text.
+    method = method_for_version(prompt_version)
+    if method.system_prompt is None:
+        raise DataFileError(f"{path}: prompt version {prompt_version!r} is method {method.name}'s, which has no "
+                            "system prompt to send these prompts with")
+    system = method.system_message(prompt_version)
     rows: list[PromptRow] = []
     report = LoadReport()
     seen: set[str] = set()

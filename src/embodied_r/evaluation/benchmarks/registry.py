@@ -31,11 +31,14 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from embodied_r.core.io import DataFileError, iter_jsonl
 from embodied_r.core.records import Perception, PromptRow, QARecord, RecordError
 from embodied_r.evaluation.benchmarks.common import LoadReport, check_records, read_records
+
+if TYPE_CHECKING:
+    from embodied_r.methods import Method
 
 QALoader = Callable[[str], tuple[list[QARecord], LoadReport]]
 
@@ -191,17 +194,37 @@ def read_perceptions(path: str | Path) -> dict[str, Perception]:
     return out
 
 
+def perception_row_method(prompt_version: str | None) -> Method:
+    """The method that builds rows of ``prompt_version`` from questions and perception (the default method for
+    None): one whose rows ``build-prompts`` writes, through its ``row_builder``. A version of another method
+    (Robot-R1's rows come from ``synth robot``) is a DataFileError naming the command that builds them.
+
+    >>> perception_row_method(None).name, perception_row_method("compact-v1").name
+    ('embodied_r', 'embodied_r')
+    >>> perception_row_method("robot_r1_mw_v1")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    embodied_r.core.io.DataFileError: prompt version 'robot_r1_mw_v1' is method robot_r1's, whose rows ...
+    """
+    from embodied_r.methods import BUILD_PROMPTS, method_for_version
+
+    method = method_for_version(prompt_version)
+    if method.builds_rows != BUILD_PROMPTS:
+        raise DataFileError(f"prompt version {prompt_version!r} is method {method.name}'s, whose rows are not built "
+                            f"from questions and perception; build them with `{method.builds_rows}` and give that "
+                            "file as --data")
+    return method
+
+
 def prompt_rows_from_perception(records: Sequence[QARecord], perceptions: dict[str, Perception],
                                 report: LoadReport, prompt_version: str = "official-v1") -> list[PromptRow]:
     """Reasoner prompt rows for the questions that have perception frames; the others are reported.
 
-    Rows are built by ``build-prompts``' own function (which calls
-    ``embodied_r.methods.embodied_r.prompts.build_reasoner_messages``), so evaluation sees exactly the prompt
-    text training data has.
+    Rows are built by the row builder of the method that writes ``prompt_version`` (``Method.row_builder``,
+    the function ``build-prompts`` calls), so evaluation sees exactly the prompt text training data has.
     """
-    from embodied_r.methods.embodied_r.perception.prompt_rows import build_rows
-
     usable = {qid: p for qid, p in perceptions.items() if p.frames}
+    build_rows = perception_row_method(prompt_version).row_builder_function()
     rows, missing = build_rows(list(records), usable, prompt_version)
     by_id = {r.id: r for r in records}
     for qid in missing:

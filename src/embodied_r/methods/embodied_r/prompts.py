@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+# Also written as ``EMBODIED_R.default_prompt_version`` (methods/__init__.py), where evaluation reads it without
+# importing this module; tests/methods/test_method_evaluation_parts.py keeps the two equal.
 DEFAULT_PROMPT_VERSION = "official-v1"
 
 # DeepSeek-R1-Zero template plus Embodied-R's consistency sentence (the official system prompt).
@@ -98,6 +100,16 @@ def get_template(version: str = DEFAULT_PROMPT_VERSION) -> PromptTemplate:
         return TEMPLATES[version]
     except KeyError:
         raise ValueError(f"unknown prompt version {version!r}; choose one of {sorted(TEMPLATES)}") from None
+
+
+def system_prompt(version: str) -> str:
+    """The system message of ``version``'s prompts (``Method.system_prompt``: evaluation adds it to the official
+    processed files, whose items hold only the user text).
+
+    >>> system_prompt("official") == OFFICIAL_EXACT_SYSTEM_PROMPT
+    True
+    """
+    return get_template(version).system
 
 
 def _clean(text: Any) -> str:

@@ -7,6 +7,7 @@
 - ``parsing``: VLM answers -> frames, plus answer-leak detection; ``cache``: on-disk request cache.
 - ``runner``: QARecords + key frames -> ``Perception`` records. (A loopback OpenAI-compatible server
   for tests and benchmarks lives in ``tests/fake_vlm_server.py``.)
+- ``stage``: the runner and the key-frame images as evaluation reaches them, through ``Method``.
 
 Nothing heavy is imported here; import the submodule you need.
 """
