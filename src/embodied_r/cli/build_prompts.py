@@ -123,7 +123,6 @@ def row_method(args: argparse.Namespace, error: type[Exception]) -> tuple[Any, s
     built with; a method whose rows another command writes, or a version it does not write, is an ``error``."""
     from embodied_r.cli.common import method_from_args
     from embodied_r.methods import BUILD_PROMPTS, DEFAULT_METHOD, EMBODIED_R
-    from embodied_r.methods.embodied_r.prompts import DEFAULT_PROMPT_VERSION
 
     method = method_from_args(args) or DEFAULT_METHOD
     if method.builds_rows != BUILD_PROMPTS:
@@ -134,7 +133,7 @@ def row_method(args: argparse.Namespace, error: type[Exception]) -> tuple[Any, s
                     "with its own row builder (leave --input out)")
     if not method.prompt_versions:
         raise error(f"method {method.name} lists no prompt_versions, so its rows could not say whose they are")
-    version = args.prompt_version or (DEFAULT_PROMPT_VERSION if method is EMBODIED_R else method.prompt_versions[0])
+    version = args.prompt_version or method.default_version()
     if version not in method.prompt_versions:
         raise error(f"--prompt-version {version!r}: method {method.name} writes "
                     f"{', '.join(sorted(method.prompt_versions))}")
