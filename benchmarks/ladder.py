@@ -526,8 +526,29 @@ def summarise(out: Path, split: str) -> dict[str, Any]:
 
 
 def evaluated_model(folder: Path) -> str | None:
-    """The model an evaluation scored (its ``metrics.json``), for the record; None where it says none."""
-    return read_json(folder / "metrics.json").get("model") if (folder / "metrics.json").is_file() else None
+    """The model an evaluation scored (its ``metrics.json``), for the record; None where it says none. A
+    built-in model resolved to this machine's cache is named as built in (a record is checked in, and a
+    path of one machine says nothing on another)."""
+    if not (folder / "metrics.json").is_file():
+        return None
+    model = read_json(folder / "metrics.json").get("model")
+    return portable_model_name(model) if model else None
+
+
+def portable_model_name(model: str) -> str:
+    """``smollm2-135m-instruct`` for its cached folder; any other absolute path by its last three parts.
+
+    >>> portable_model_name("/home/u/.cache/embodied-r/models/smollm2-135m-instruct")
+    'smollm2-135m-instruct'
+    >>> portable_model_name("runs/ladder/arms/a/seed0/final")
+    'runs/ladder/arms/a/seed0/final'
+    """
+    from embodied_r.inference.models import BUILTIN_MODELS
+
+    path = Path(model)
+    if path.name in BUILTIN_MODELS:
+        return path.name
+    return str(Path(*path.parts[-3:])) if path.is_absolute() else model
 
 
 def arm_evaluations(evals: Path) -> dict[str, dict[str, Any]]:
