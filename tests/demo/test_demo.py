@@ -47,6 +47,7 @@ def test_plan_chains_each_stage_into_the_next(tmp_path: Path) -> None:
     for name in ("eval-sft", "eval-after"):  # the exact solver's ceiling beside the models
         assert "solver" in by_name[name].argv[by_name[name].argv.index("--baselines") + 1]
     assert by_name["split"].argv[by_name["split"].argv.index("--tasks") + 1] == "last_action"
+    assert by_name["perception"].argv[by_name["perception"].argv.index("--detail") + 1] == "words"
 
 
 @pytest.mark.slow
