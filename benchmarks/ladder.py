@@ -31,6 +31,14 @@ the same warm-up share it:
    Its header line names the data's detail level and span. An arm with the control or GRPO alone gets a
    second table: each one's score per seed and blind self, GRPO - control, GRPO alone - blind, - warm-up
    and - SFT; ``--record PATH`` also writes the tables as JSON for the docs (:func:`record`).
+6. out of distribution (``--ood``, with ``--sft --grpo-from-sft``): once per OUT an OOD world
+   (``synth world --ood``: larger rooms, object categories the default world never draws, 30 s walks) is
+   made into ``OUT/data-ood`` at the ID data's detail level, span and prompt version (``--ood-scenes``,
+   ``--ood-max-frames``: default the OOD world's suggestion, ``--ood-per-type``), its evaluated questions the
+   task types the arm evaluates; each seed's SFT model, GRPO after SFT (and the variants asked for) are
+   evaluated there into ``OUT/evals/ood-<part>``. A third table per arm: each run on ID and OOD per seed,
+   the drop (ID - OOD), GRPO - SFT on the OOD questions (exact paired test per seed) and SFT's drop -
+   GRPO's drop across seeds: does GRPO after SFT lose less than SFT alone?
 
 Test is evaluated once per final arm: the first test evaluation of an arm freezes its settings in
 ``OUT/test_log.json``; the same arm name with other settings is refused there, and the table lists every
@@ -41,6 +49,8 @@ without them can add them later (same recipe), never change them.
     python benchmarks/ladder.py --out runs/ladder --arm base --seeds 0,1,2,3,4 --split test --sft   # final
     python benchmarks/ladder.py --out runs/ladder --arm after --seeds 0,1,2 --sft --grpo-from-sft --control \
         --grpo-alone                                                                          # four arms
+    python benchmarks/ladder.py --out runs/ladder --arm after --seeds 0,1,2 --sft --grpo-from-sft --split test \
+        --ood                                                                                 # and on OOD
     python benchmarks/ladder.py --out runs/ladder --table --split test                       # print again
     python benchmarks/ladder.py --out runs/ladder --table --record docs/records/ladder.json  # for the docs
 """
@@ -85,6 +95,10 @@ EVAL_KINDS = {"sft": "sft", **VARIANTS}
 # keys it may differ in from its arm's GRPO run of the same seed (what the variant changes).
 VARIANT_POOL_IGNORES = {"control": ("model",), "alone": ()}
 VARIANT_CHANGES = {"control": ("rewards",), "alone": ("model",)}
+# The out-of-distribution set's folder in OUT (``--ood``), and the prefix of its evaluations' part: ID parts
+# start with the split's name (dev, test), so ``ood-<part>`` can never name an ID part.
+OOD_DATA = "data-ood"
+OOD_PREFIX = "ood-"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -165,9 +179,10 @@ def check_data_settings(data: Path, made: dict[str, Any], asked: dict[str, Any])
                      + f"; this run asks for {said(asked, differ)}: choose another --out or the data's settings")
 
 
-def data_level(out: Path) -> dict[str, Any] | None:
-    """The detail level and span ``OUT/data`` was made at (old stamps: the old defaults); None without a stamp."""
-    stamp = out / "data" / "settings.json"
+def data_level(out: Path, folder: str = "data") -> dict[str, Any] | None:
+    """The detail level and span ``OUT/data`` (or ``OUT/<folder>``) was made at (old stamps: the old defaults);
+    None without a stamp."""
+    stamp = out / folder / "settings.json"
     if not stamp.is_file():
         return None
     made = {**OLD_DATA_DEFAULTS, **read_json(stamp)}
@@ -217,6 +232,104 @@ def train_rows(args: argparse.Namespace, train: Path) -> Path:
         raise SystemExit(f"--tasks {args.tasks}: no training rows of these task types")
     path = args.out / f"train-{'+'.join(sorted(wanted))}.jsonl"
     write_jsonl(path, rows)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------
+# Out-of-distribution data (--ood)
+# ---------------------------------------------------------------------------------------------------
+
+
+def ood_part(part: str) -> str:
+    """The evaluation part of the OOD set beside the ID part ``part`` (``OUT/evals/ood-<part>``).
+
+    >>> ood_part("test"), ood_part("dev+last_action")
+    ('ood-test', 'ood-dev+last_action')
+    """
+    return OOD_PREFIX + part
+
+
+def ood_rows_file(out: Path, part: str) -> Path:
+    """The OOD questions evaluated beside the ID part ``part``: every task type (``eval.jsonl``), or those of
+    its ``--eval-tasks`` (``eval+<tasks>.jsonl``); the OOD set has no split, so dev and test share one file.
+
+    >>> ood_rows_file(Path("o"), "dev").name, ood_rows_file(Path("o"), "test+a+b").name
+    ('eval.jsonl', 'eval+a+b.jsonl')
+    """
+    tasks = part.partition("+")[2]
+    return out / OOD_DATA / ("eval" + (f"+{tasks}" if tasks else "") + ".jsonl")
+
+
+def ood_key_frames(args: argparse.Namespace) -> int:
+    """Key frames per OOD video: ``--ood-max-frames``, or what the OOD world's ``world.json`` suggests for its
+    longer walks (the same constant writes it, so the number is known before the world is rendered and the
+    settings stamp can hold it)."""
+    if args.ood_max_frames is not None:
+        return args.ood_max_frames
+    from embodied_r.sim.world.dataset import SUGGESTED_MAX_KEYFRAMES
+
+    return SUGGESTED_MAX_KEYFRAMES["ood"]
+
+
+def ood_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``OUT/data-ood`` is made with: its own scenes, key frames and cap, the ID data's seed, prompt
+    version, detail level and span (an OOD score read at another level would measure the level, not the world)."""
+    return {"scenes": args.ood_scenes, "max_frames": ood_key_frames(args), "data_seed": args.data_seed,
+            "prompt_version": args.prompt_version, "per_type": args.ood_per_type, "detail": args.detail,
+            "span": args.span}
+
+
+def ood_data_stages(args: argparse.Namespace, data: Path) -> list[tuple[str, list[str]]]:
+    """The ID data's CLI stages for the OOD world, without the split: no OOD scene is ever trained on."""
+    world, keyframes = data / "world", data / "keyframes"
+    return [
+        # No --seconds: the OOD preset's own 30 s walks through its larger rooms.
+        ("world", ["synth", "world", "--ood", "--out", str(world), "--scenes", str(args.ood_scenes),
+                   "--seed", str(args.data_seed), "--resolution", "320x240", "--fps", "10",
+                   "--per-task", "1", "--workers", "2"]),
+        ("keyframes", ["keyframes", str(world / "videos" / "*.mp4"), "--out", str(keyframes), "--workers", "2",
+                       "--max-frames", str(ood_key_frames(args))]),
+        ("perception", ["perceive", "--qa", str(world / "questions.jsonl"), "--keyframes", str(keyframes),
+                        "--backend", "oracle", "--detail", args.detail, "--out", str(data / "perception.jsonl")]),
+        ("prompts", ["build-prompts", "--qa", str(world / "questions.jsonl"),
+                     "--perception", str(data / "perception.jsonl"), "--prompt-version", args.prompt_version,
+                     *(["--span", args.span] if args.span else []), "--out", str(data / "prompts.jsonl")]),
+    ]
+
+
+def build_ood_data(args: argparse.Namespace, progress: Progress) -> Path:
+    """The OOD stages into ``OUT/data-ood`` (stamped like the ID data; stages ``ood-data:<name>``); returns
+    the evaluated OOD questions (:func:`ood_eval_rows`)."""
+    from embodied_r.evaluation.split import check_scene_disjoint
+
+    data = args.out / OOD_DATA
+    settings = ood_settings(args)
+    stamp = data / "settings.json"
+    if stamp.is_file():
+        check_data_settings(data, read_json(stamp), settings)
+    data.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(stamp, settings)
+    for name, argv in ood_data_stages(args, data):
+        progress.run(f"ood-data:{name}", expand_globs(argv))
+    # OOD rooms are named apart from ID ones; checked on what was written all the same, as the split is.
+    check_scene_disjoint({"train": read_jsonl(args.out / "data" / "split" / f"{SPLIT_FILES['train']}.jsonl"),
+                          "ood": read_jsonl(data / "world" / "questions.jsonl")})
+    return ood_eval_rows(args)
+
+
+def ood_eval_rows(args: argparse.Namespace) -> Path:
+    """The OOD questions this arm evaluates: the task types of ``--eval-tasks`` (default all), at most
+    ``--ood-per-type`` of each. Every OOD scene is held out (none is trained on), so all of its rows are
+    candidates: no split is needed."""
+    path = ood_rows_file(args.out, args.part)
+    if not path.is_file():
+        rows = read_jsonl(args.out / OOD_DATA / "prompts.jsonl")
+        if args.eval_tasks:
+            wanted = set(args.eval_tasks.split(","))
+            rows = [r for r in rows if r["task"] in wanted]
+        if not rows:
+            raise SystemExit(f"--ood: no OOD questions of the task types evaluated ({args.eval_tasks or 'all'})")
+        write_jsonl(path, cap_per_type(rows, args.ood_per_type))
     return path
 
 
@@ -413,9 +526,11 @@ def supervised_seed(args: argparse.Namespace, train: Path, start: Path, seed: in
 
 
 def evaluate(args: argparse.Namespace, name: str, model: Path, data: Path, train: Path,
-             progress: Progress, baselines: str = EVAL_BASELINES) -> None:
-    out = args.out / "evals" / args.part / name
-    progress.run(f"eval:{args.part}:{name}",
+             progress: Progress, baselines: str = EVAL_BASELINES, part: str | None = None) -> None:
+    """``embodied-r eval`` of ``model`` on ``data`` into ``OUT/evals/<part>/<name>`` (default: the run's part)."""
+    part = part or args.part
+    out = args.out / "evals" / part / name
+    progress.run(f"eval:{part}:{name}",
                  ["eval", "--data", str(data), "--model", str(model), "--out", str(out), "--batch-size", "8",
                   "--max-new-tokens", str(args.max_new_tokens), "--dtype", args.dtype,
                   "--baselines", baselines, "--prior-from", str(train), "--no-report"])
@@ -522,6 +637,9 @@ def summarise(out: Path, split: str) -> dict[str, Any]:
                                "tasks": {task: task_row(entry, warm, task) for task in tasks}}
     test_log = out / "test_log.json"
     result["arms_evaluated_on_test"] = sorted(read_json(test_log)) if test_log.is_file() else []
+    ood = summarise_ood(out, split, result)
+    if ood is not None:  # no OOD evaluation: the summary is what it was before --ood
+        result["ood"] = ood
     return result
 
 
@@ -551,9 +669,10 @@ def portable_model_name(model: str) -> str:
     return str(Path(*path.parts[-3:])) if path.is_absolute() else model
 
 
-def arm_evaluations(evals: Path) -> dict[str, dict[str, Any]]:
+def arm_evaluations(evals: Path, sft_blind: bool = False) -> dict[str, dict[str, Any]]:
     """Per arm, the scores by task of each evaluated run: ``grpo``, ``sft``, each variant's key
-    (``VARIANTS``) and every GRPO run's ``<key>_blind``; ``models``: the model each evaluation scored."""
+    (``VARIANTS``) and every GRPO run's ``<key>_blind`` (with ``sft_blind``, SFT's too: the OOD evaluations
+    have its blind pass); ``models``: the model each evaluation scored."""
     arms: dict[str, dict[str, Any]] = {}
     for folder in sorted(evals.iterdir()) if evals.is_dir() else []:
         if folder.name.startswith("warmup-") or not (folder / "metrics.json").is_file():
@@ -561,7 +680,7 @@ def arm_evaluations(evals: Path) -> dict[str, dict[str, Any]]:
         arm, kind, seed = eval_kind(folder.name)
         entry = arms.setdefault(arm, {"grpo": {}, "grpo_blind": {}, "sft": {}, "models": {}})
         entry.setdefault(kind, {})[seed] = by_task(predictions(folder))
-        if kind != "sft":  # SFT's evaluation skips the blind pass
+        if kind != "sft" or sft_blind:  # SFT's ID evaluation skips the blind pass
             entry.setdefault(f"{kind}_blind", {})[seed] = by_task(predictions(folder, "blind.jsonl"))
         entry["models"].setdefault(kind, {})[seed] = evaluated_model(folder)
     return arms
@@ -622,6 +741,78 @@ def comparisons(scores: dict[str, dict[int, dict[str, float]]],
             out[f"{kind}_vs_{other}"] = compare_seeds({s: v for s, v in scores[kind].items() if s in reference},
                                                       per_seed=reference)
     return out
+
+
+# The runs of an arm an OOD table sets beside their ID scores (the warm-up is not evaluated there), in order.
+OOD_RUNS = ("sft", "grpo", "control", "grpo_alone")
+
+
+def summarise_ood(out: Path, part: str, result: dict[str, Any]) -> dict[str, Any] | None:
+    """The OOD evaluations beside the ID part ``part`` (``OUT/evals/ood-<part>``), each arm's runs next to
+    their ID scores in ``result``; None where there are none. Per task type: n, random and the solver's reach
+    on the OOD questions."""
+    evals = out / "evals" / ood_part(part)
+    arms = arm_evaluations(evals, sft_blind=True)
+    if not arms:
+        return None
+    rows = read_jsonl(ood_rows_file(out, part))
+    prompt_rows = _prompt_rows(rows)
+    random = {"random": random_baseline(prompt_rows)}
+    solver = solver_reach(evals)
+    counts = by_task({str(r["id"]): {"task": r["task"], "score": 0.0} for r in rows})
+    tasks = sorted(t for t in counts if t != "all") + ["all"]
+    summary: dict[str, Any] = {"part": ood_part(part), "questions": len(rows), "data": data_level(out, OOD_DATA),
+                               "tasks": {}, "arms": {}}
+    for task in tasks:
+        n = len(counts.get(task, {}))
+        summary["tasks"][task] = {"n": n, "too_few": n < MIN_QUESTIONS, "random": _baseline(random, "random", task),
+                                  "solver": solver.get(task)}
+    for arm, entry in arms.items():
+        check_arm_recipes(out / "arms" / arm, read_json(out / "arms" / arm / "settings.json"), entry)
+        id_tasks = (result["arms"].get(arm) or {}).get("tasks", {})
+        summary["arms"][arm] = {"seeds": sorted(entry["grpo"] or entry["sft"]), "models": entry["models"],
+                                "tasks": {task: ood_task_row(entry, id_tasks.get(task) or {}, task) for task in tasks}}
+    return summary
+
+
+def ood_task_row(entry: dict[str, Any], id_row: dict[str, Any], task: str) -> dict[str, Any]:
+    """One task type's OOD line of an arm: each run's OOD score per seed (and its blind self), ``id``: the
+    same runs' ID scores, ``drop``: ID − OOD per seed, the paired comparisons on the OOD questions
+    (:func:`comparisons`; no warm-up there) and ``sft_drop_minus_grpo_drop`` (:func:`drop_gap`)."""
+    scores = {kind: {s: by_seed.get(task, {}) for s, by_seed in runs.items()}
+              for kind, runs in entry.items() if kind != "models"}
+    row: dict[str, Any] = {kind: {s: mean(v) for s, v in per_seed.items()} for kind, per_seed in scores.items()}
+    present = [kind for kind in OOD_RUNS if row.get(kind)]
+    row["id"] = {kind: dict(id_row.get(kind, {})) for kind in present}
+    row["drop"] = {kind: drops(row["id"][kind], row[kind]) for kind in present}
+    row.update(comparisons(scores, None))
+    gap = drop_gap(row["drop"])
+    if gap is not None:
+        row["sft_drop_minus_grpo_drop"] = gap
+    return row
+
+
+def drops(id_scores: dict[int, float | None], ood_scores: dict[int, float | None]) -> dict[int, float]:
+    """ID − OOD per seed, for the seeds scored on both; rounded as paired differences are (4 places), so two
+    equal drops compare equal, not by float noise (0.25 − 0.15 is not 0.75 − 0.65).
+
+    >>> drops({0: 0.75, 1: 0.5, 2: None}, {0: 0.65, 1: 0.5, 2: 0.25, 3: 0.0})
+    {0: 0.1, 1: 0.0}
+    """
+    return {s: round(id_scores[s] - v, 4) for s, v in sorted(ood_scores.items())
+            if v is not None and id_scores.get(s) is not None}
+
+
+def drop_gap(drop: dict[str, dict[int, float]]) -> dict[str, Any] | None:
+    """SFT's drop − GRPO after SFT's drop, per seed and across seeds (mean, t-interval, verdict): positive,
+    GRPO after SFT loses less out of distribution. None without a seed that has both drops."""
+    from embodied_r.core.intervals import across_seeds
+
+    sft, grpo = drop.get("sft", {}), drop.get("grpo", {})
+    per_seed = {s: round(sft[s] - grpo[s], 4) for s in sorted(set(sft) & set(grpo))}  # as drops are rounded
+    if not per_seed:
+        return None
+    return {"per_seed": per_seed, "across_seeds": across_seeds(list(per_seed.values()))}
 
 
 def solver_reach(evals: Path) -> dict[str, dict[str, float | None]]:
@@ -685,12 +876,16 @@ def data_words(data: dict[str, Any] | None) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    """Per arm its table (:func:`arm_table`) and, with a control or GRPO alone, their table (:func:`variant_table`)."""
+    """Per arm its table (:func:`arm_table`), with a control or GRPO alone their table (:func:`variant_table`),
+    and with OOD evaluations the OOD table (:func:`ood_table`)."""
     lines = []
+    ood = result.get("ood") or {"arms": {}}
     for arm, info in result["arms"].items():
         lines += arm_table(arm, info, result) + [""]
         variants = variant_table(arm, info, result)
         lines += variants + [""] if variants else []
+        if arm in ood["arms"]:
+            lines += ood_table(arm, ood["arms"][arm], ood, result) + [""]
     if result["arms_evaluated_on_test"]:
         lines.append("arms evaluated on test so far: " + ", ".join(result["arms_evaluated_on_test"]))
     return "\n".join(lines)
@@ -754,6 +949,55 @@ def variant_table(arm: str, info: dict[str, Any], result: dict[str, Any]) -> lis
     return lines
 
 
+# The OOD table's names of the runs (OOD_RUNS) in headers.
+RUN_NAMES = {"sft": "SFT", "grpo": "GRPO", "control": "control", "grpo_alone": "GRPO alone"}
+
+
+def ood_table(arm: str, info: dict[str, Any], ood: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    """Does GRPO after SFT lose less out of distribution than SFT alone? Per task type: each run on ID and OOD
+    per seed and its drop (ID − OOD), GRPO − SFT on the same OOD questions (exact paired test per seed), and
+    SFT's drop − GRPO's drop across seeds (positive: GRPO after SFT loses less). Too few OOD questions of a
+    type: no verdict; too few ID or OOD questions: no verdict on the drops (:func:`drop_too_few`)."""
+    present = [kind for kind in OOD_RUNS if info["models"].get(kind)]
+    header = ["task type", "n ID", "n OOD"]
+    for kind in present:
+        header += [f"{RUN_NAMES[kind]} ID", f"{RUN_NAMES[kind]} OOD", f"{RUN_NAMES[kind]} drop"]
+    header += ["GRPO − SFT on OOD", "SFT drop − GRPO drop"]
+    lines = [f"### arm {arm}: out of distribution (ID {result['split']}, OOD {ood['part']}, seeds "
+             f"{','.join(map(str, info['seeds']))}, {data_words(ood.get('data'))})", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for task, base in ood["tasks"].items():
+        row = info["tasks"][task]
+        id_n = (result["tasks"].get(task) or {}).get("n")
+        cells = [task, "–" if id_n is None else str(id_n), str(base["n"])]
+        for kind in present:
+            cells += [seeds_cell(row["id"][kind]), seeds_cell(row[kind]), seeds_cell(row["drop"][kind])]
+        cells += [verdict_cell(row.get("grpo_vs_sft"), base["too_few"]),
+                  gap_cell(row.get("sft_drop_minus_grpo_drop"), drop_too_few(task, ood, result))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def drop_too_few(task: str, ood: dict[str, Any], result: dict[str, Any]) -> bool:
+    """A drop is read on both sets: too few questions of the type on either (or none on ID) -> no verdict."""
+    id_n = (result["tasks"].get(task) or {}).get("n")
+    return ood["tasks"][task]["too_few"] or id_n is None or id_n < MIN_QUESTIONS
+
+
+def gap_cell(gap: dict[str, Any] | None, too_few: bool) -> str:
+    """``+5.0 [-1.2, +11.2], GRPO lost less in 2/3 -> better`` (mean across seeds, t-interval, seed count)."""
+    if gap is None:
+        return "–"
+    pooled = gap["across_seeds"]
+    text = f"{100 * pooled['mean']:+.1f}"
+    if pooled["ci95"]:
+        text += f" [{100 * pooled['ci95'][0]:+.1f}, {100 * pooled['ci95'][1]:+.1f}]"
+    text += f", GRPO lost less in {pooled['better_in']}/{pooled['n_seeds']}"
+    if too_few:
+        return text + " (too few questions)"
+    return text + (f" -> {pooled['verdict']}" if pooled["n_seeds"] > 1 else "")
+
+
 def seeds_cell(scores: dict[int, float | None]) -> str:
     """``45.0 / 50.0``: a run's score per seed, in seed order; "–" without any."""
     return " / ".join(pct(v) for _, v in sorted(scores.items())) or "–"
@@ -781,12 +1025,65 @@ def record(result: dict[str, Any]) -> dict[str, Any]:
         for task, row in info["tasks"].items():
             runs += run_records(arm, info, task, row, result, where)
             compared += comparison_records(arm, task, row, result["tasks"][task]["too_few"])
-    return {**where, "questions": result["questions"],
-            "arms": {arm: {"warmup": info["settings"]["warmup"], "grpo_from": info["settings"].get("grpo_from"),
-                           "seeds": info["seeds"], "variants": sorted(info["settings"].get("variants") or {})}
-                     for arm, info in result["arms"].items()},
-            "baselines": {task: baseline_record(base) for task, base in result["tasks"].items()},
-            "runs": runs, "comparisons": compared, "arms_evaluated_on_test": result["arms_evaluated_on_test"]}
+    written = {**where, "questions": result["questions"],
+               "arms": {arm: {"warmup": info["settings"]["warmup"], "grpo_from": info["settings"].get("grpo_from"),
+                              "seeds": info["seeds"], "variants": sorted(info["settings"].get("variants") or {})}
+                        for arm, info in result["arms"].items()},
+               "baselines": {task: baseline_record(base) for task, base in result["tasks"].items()},
+               "runs": runs, "comparisons": compared, "arms_evaluated_on_test": result["arms_evaluated_on_test"]}
+    if result.get("ood"):  # without OOD evaluations the record is what it was before --ood
+        written.update(ood_record(result["ood"], result))
+    return written
+
+
+def ood_record(ood: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """The OOD table as JSON rows: ``ood_questions``, ``ood_baselines`` (n, random, solver per task type),
+    ``ood_runs`` (one per task type x arm x run x seed, split "ood", with its ID accuracy and drop) and
+    ``ood_comparisons`` (the paired ones on the OOD questions, as :func:`comparison_records` writes them,
+    and ``sft_drop_minus_grpo_drop`` with each seed's value)."""
+    data = ood.get("data") or {}
+    where = {"split": "ood", "part": ood["part"], "id_split": result["split"], "detail": data.get("detail"),
+             "span": data.get("span")}
+    runs: list[dict[str, Any]] = []
+    compared: list[dict[str, Any]] = []
+    for arm, info in ood["arms"].items():
+        for task, row in info["tasks"].items():
+            base = ood["tasks"][task]
+            runs += ood_run_records(arm, info, task, row, base["n"], where)
+            compared += comparison_records(arm, task, row, base["too_few"])
+            if "sft_drop_minus_grpo_drop" in row:
+                compared.append(gap_record(arm, task, row["sft_drop_minus_grpo_drop"],
+                                           drop_too_few(task, ood, result)))
+    solver = {task: base.get("solver") or {} for task, base in ood["tasks"].items()}
+    return {"ood_questions": ood["questions"],
+            "ood_baselines": {task: {"n": base["n"], "too_few": base["too_few"], "random": base["random"],
+                                     "solver_applicable": solver[task].get("applicable"),
+                                     "solver_ceiling": solver[task].get("ceiling")}
+                              for task, base in ood["tasks"].items()},
+            "ood_runs": runs, "ood_comparisons": compared}
+
+
+def ood_run_records(arm: str, info: dict[str, Any], task: str, row: dict[str, Any], n: int,
+                    where: dict[str, Any]) -> list[dict[str, Any]]:
+    """One task type's OOD runs of an arm, each seed with its OOD and ID accuracy, blind accuracy and drop."""
+    out = []
+    for kind in OOD_RUNS:
+        for seed, accuracy in sorted(row.get(kind, {}).items()):
+            out.append({"arm": arm, "task": task, "variant": kind, "seed": seed, **where,
+                        "model": info["models"].get(kind, {}).get(seed), "n": n, "accuracy": accuracy,
+                        "blind_accuracy": row.get(f"{kind}_blind", {}).get(seed),
+                        "id_accuracy": row["id"].get(kind, {}).get(seed), "drop": row["drop"].get(kind, {}).get(seed)})
+    return out
+
+
+def gap_record(arm: str, task: str, gap: dict[str, Any], too_few: bool) -> dict[str, Any]:
+    """SFT's drop − GRPO after SFT's drop, under :func:`comparison_records`' keys where they mean the same
+    (``better_in``: seeds where GRPO after SFT lost less; no per-seed test: a drop is not a paired score)."""
+    pooled = gap["across_seeds"]
+    return {"arm": arm, "task": task, "comparison": "sft_drop_minus_grpo_drop", "too_few": too_few,
+            "mean_difference": pooled["mean"], "ci95": pooled["ci95"], "n_seeds": pooled["n_seeds"],
+            "better_in": pooled["better_in"], "worse_in": pooled["worse_in"], "verdict": pooled["verdict"],
+            "per_seed": [{"seed": seed, "difference": value} for seed, value in gap["per_seed"].items()]}
 
 
 def run_records(arm: str, info: dict[str, Any], task: str, row: dict[str, Any], result: dict[str, Any],
@@ -894,6 +1191,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                      help="per seed, GRPO from the warm-up with the arm's recipe otherwise "
                      "(needs --sft --grpo-from-sft)")
     arm.add_argument("--max-new-tokens", type=int, default=64, help="completion budget, training and eval")
+    ood = parser.add_argument_group("out of distribution (--ood; the OOD data is fixed per OUT)")
+    ood.add_argument("--ood", action="store_true",
+                     help="also evaluate each seed's SFT model and GRPO after SFT (and the variants) on an OOD world "
+                     "(synth world --ood) at the data's detail level and span (needs --sft --grpo-from-sft)")
+    ood.add_argument("--ood-scenes", type=int, default=60, help="OOD rooms (default 60)")
+    ood.add_argument("--ood-max-frames", type=int, default=None,
+                     help="key frames per OOD video (default: the OOD world's suggestion, 10)")
+    ood.add_argument("--ood-per-type", type=int, default=30, help="evaluated OOD questions per task type")
     arm.add_argument("--set", action="append", default=[], help="GRPO recipe override key=value")
     arm.add_argument("--dtype", default="float32", choices=("auto", "float32", "bfloat16"),
                      help="precision of every model stage; one per OUT (default float32: the same arithmetic "
@@ -906,6 +1211,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.variants = [name for name, asked in (("control", args.control), ("alone", args.grpo_alone)) if asked]
     if args.variants and not args.grpo_from_sft:
         parser.error("--control and --grpo-alone are runs beside GRPO after SFT: add --sft --grpo-from-sft")
+    if args.ood and not args.grpo_from_sft:
+        parser.error("--ood asks whether GRPO after SFT loses less out of distribution than SFT alone: "
+                     "add --sft --grpo-from-sft")
     if args.arm.endswith(tuple(f"-{suffix}" for suffix in EVAL_KINDS)):
         parser.error(f"--arm {args.arm!r}: a name ending in -{', -'.join(EVAL_KINDS)} would read as another arm's "
                      "SFT model or variant in the evaluations")
@@ -928,6 +1236,8 @@ def main(argv: list[str] | None = None) -> int:
     check_dtype(args.out, args.dtype, progress)
     print("data:", flush=True)
     files = build_data(args, progress)
+    # Made before any model trains, so a refused OOD stamp costs no training.
+    ood = build_ood_data(args, progress) if args.ood else None
     train = train_rows(args, files["train"])
     start = warm_up(args, train, progress)
     settings = arm_settings(args, train, start)
@@ -937,27 +1247,40 @@ def main(argv: list[str] | None = None) -> int:
     evaluated = eval_rows(args, files)
     evaluate(args, f"warmup-{warmup_name(args)}", start, evaluated, files["train"], progress)
     for seed in args.seed_list:
-        run_seed(args, train, start, seed, evaluated, files["train"], progress)
+        run_seed(args, train, start, seed, evaluated, files["train"], progress, ood)
     return report(args)
 
 
 def run_seed(args: argparse.Namespace, train: Path, start: Path, seed: int, evaluated: Path, prior_from: Path,
-             progress: Progress) -> None:
+             progress: Progress, ood: Path | None = None) -> None:
     """One seed of the arm, each model trained and evaluated: SFT, GRPO, and the variants asked for (the
-    control from the same SFT model as GRPO, GRPO alone from the warm-up ``start``)."""
+    control from the same SFT model as GRPO, GRPO alone from the warm-up ``start``); with ``ood`` (the OOD
+    questions, ``--ood``) each is evaluated there too."""
     sft = None
     if args.sft:
         sft = supervised_seed(args, train, start, seed, progress)
         # The table compares GRPO, not SFT, with its blind self: SFT's evaluation skips that pass.
         evaluate(args, eval_name(args.arm, seed, "sft"), sft, evaluated, prior_from, progress,
                  baselines=EVAL_BASELINES.replace(",blind", ""))
+        evaluate_ood(args, eval_name(args.arm, seed, "sft"), sft, ood, prior_from, progress)
     grpo_start = sft if args.grpo_from_sft else start  # parse_args: --grpo-from-sft needs --sft
-    evaluate(args, eval_name(args.arm, seed), train_seed(args, train, grpo_start, seed, progress),
-             evaluated, prior_from, progress)
+    grpo = train_seed(args, train, grpo_start, seed, progress)
+    evaluate(args, eval_name(args.arm, seed), grpo, evaluated, prior_from, progress)
+    evaluate_ood(args, eval_name(args.arm, seed), grpo, ood, prior_from, progress)
     for variant in args.variants:  # parse_args: only with --grpo-from-sft
         variant_start = start if variant == "alone" else grpo_start
-        evaluate(args, eval_name(args.arm, seed, variant),
-                 train_seed(args, train, variant_start, seed, progress, variant), evaluated, prior_from, progress)
+        model = train_seed(args, train, variant_start, seed, progress, variant)
+        evaluate(args, eval_name(args.arm, seed, variant), model, evaluated, prior_from, progress)
+        evaluate_ood(args, eval_name(args.arm, seed, variant), model, ood, prior_from, progress)
+
+
+def evaluate_ood(args: argparse.Namespace, name: str, model: Path, ood: Path | None, prior_from: Path,
+                 progress: Progress) -> None:
+    """A model on the OOD questions (none without ``--ood``), under the ID evaluation's name in ``ood-<part>``.
+    Every baseline, the blind pass included for SFT too: its OOD score may come from the question alone, and
+    the OOD table sets SFT beside GRPO there."""
+    if ood is not None:
+        evaluate(args, name, model, ood, prior_from, progress, part=ood_part(args.part))
 
 
 def report(args: argparse.Namespace) -> int:

@@ -3,7 +3,9 @@ seeds are pooled only when they differ in nothing but the seed, a task type with
 no verdict, a verdict comes from the exact test per seed and a t-interval across seeds, test is evaluated
 once per arm's settings, and a split that shares a scene between parts is refused. The random-reward control
 and GRPO alone train beside an arm's GRPO at its recipe, get their own table and comparisons, can be added to
-an arm that ran without them, and the record for the docs holds the table's numbers."""
+an arm that ran without them, and the record for the docs holds the table's numbers. With --ood, an OOD world
+is made once at the ID data's settings and each seed's SFT and GRPO after SFT are evaluated there too; the OOD
+table and record set each run's ID and OOD score and drop beside GRPO − SFT on the OOD questions."""
 
 from __future__ import annotations
 
@@ -505,3 +507,160 @@ def test_the_variants_are_refused_where_they_mean_nothing(ladder: ModuleType, tm
         ladder.control_rewards({"rewards": ["format", "accuracy"], "reward_schedule": "paper"})
     assert ladder.control_rewards({"rewards": ["format", {"accuracy": {"rule": "official"}}]}) == [
         "format", {"accuracy_shuffled": {"rule": "official"}}]
+
+
+def ood_scores(correct: int, n_last: int = 40, n_route: int = 10) -> dict[str, tuple[str, float]]:
+    """last_action_scores on the OOD questions (ids ``o0``...): other questions than the ID ones."""
+    return {f"o{i[1:]}": value for i, value in last_action_scores(correct, n_last, n_route).items()}
+
+
+def ood_out(tmp_path: Path) -> Path:
+    """four_arm_out with OOD evaluations (last action, of 40): SFT gets 4 and 6 right (ID: 10 and 10), GRPO
+    after SFT 28 and 26 (ID: 30 and 30), the control 10 and 12 (ID: 20 and 26); GRPO alone was not evaluated
+    there; every blind pass, SFT's included, gets none right."""
+    out = four_arm_out(tmp_path)
+    rows = [{**row(i, "last_action" if i < 40 else "route_planning"), "id": f"o{i}"} for i in range(50)]
+    (out / "data-ood").mkdir()
+    (out / "data-ood" / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (out / "data-ood" / "settings.json").write_text(json.dumps({"detail": "relations", "span": "any"}))
+    for name, correct in {"base-sft": [4, 6], "base": [28, 26], "base-control": [10, 12]}.items():
+        for seed, right in enumerate(correct):
+            scores = ood_scores(right)
+            write_eval(out / "evals" / "ood-dev" / f"{name}-seed{seed}", scores, blind={i: 0.0 for i in scores})
+    return out
+
+
+def test_the_ood_table_sets_each_run_s_drop_beside_grpo_against_sft_there(ladder: ModuleType,
+                                                                          tmp_path: Path) -> None:
+    plain = ladder.summarise(four_arm_out(tmp_path / "plain"), "dev")
+    assert "ood" not in plain  # no OOD evaluation: the summary is what it always was
+    result = ladder.summarise(ood_out(tmp_path), "dev")
+    last = result["ood"]["arms"]["base"]["tasks"]["last_action"]
+    assert last["sft"] == {0: 0.1, 1: 0.15} and last["grpo"] == {0: 0.7, 1: 0.65}
+    assert last["sft_blind"] == {0: 0.0, 1: 0.0}  # the OOD evaluation of SFT has its blind pass
+    assert last["id"]["grpo"] == {0: 0.75, 1: 0.75} and last["id"]["sft"] == {0: 0.25, 1: 0.25}
+    assert last["drop"]["sft"] == {0: 0.15, 1: 0.1} and last["drop"]["grpo"] == {0: 0.05, 1: 0.1}
+    assert "grpo_alone" not in last["drop"]  # not evaluated out of distribution
+    vs_sft = last["grpo_vs_sft"]  # paired on the OOD questions: 24 and 20 improved, none worse
+    assert vs_sft["per_seed"][0]["verdict"] == "better" and vs_sft["per_seed"][0]["n"] == 40
+    assert vs_sft["across_seeds"]["mean"] == pytest.approx((24 + 20) / 2 / 40)
+    gap = last["sft_drop_minus_grpo_drop"]
+    assert gap["per_seed"] == {0: 0.1, 1: 0.0}  # seed 1: the same drop, exactly (not by float noise)
+    assert gap["across_seeds"]["mean"] == pytest.approx(0.05) and gap["across_seeds"]["better_in"] == 1
+
+    table = ladder.markdown(result)
+    assert table.startswith(ladder.markdown(plain))  # the ID tables come first, as they were
+    heading = "### arm base: out of distribution (ID dev, OOD ood-dev, seeds 0,1, detail 'relations', span 'any')"
+    cells = table_cells(table, heading)
+    header = cells["task type"]
+    assert "GRPO alone OOD" not in header and "control drop" in header
+    row = dict(zip(header, cells["last_action"]))
+    assert (row["n ID"], row["n OOD"]) == ("40", "40")
+    assert (row["SFT ID"], row["SFT OOD"], row["SFT drop"]) == ("25.0 / 25.0", "10.0 / 15.0", "15.0 / 10.0")
+    assert (row["GRPO ID"], row["GRPO OOD"], row["GRPO drop"]) == ("75.0 / 75.0", "70.0 / 65.0", "5.0 / 10.0")
+    assert (row["control OOD"], row["control drop"]) == ("25.0 / 30.0", "25.0 / 35.0")
+    assert row["GRPO − SFT on OOD"].startswith("+55.0 [") and "better in 2/2" in row["GRPO − SFT on OOD"]
+    gap_text = row["SFT drop − GRPO drop"]
+    assert gap_text.startswith("+5.0 [") and "GRPO lost less in 1/2 ->" in gap_text  # seed 1: the same drop
+    route = dict(zip(header, cells["route_planning"]))
+    assert "too few questions" in route["GRPO − SFT on OOD"] and "too few questions" in route["SFT drop − GRPO drop"]
+
+
+def test_the_record_holds_the_ood_table_s_numbers(ladder: ModuleType, tmp_path: Path) -> None:
+    plain = ladder.record(ladder.summarise(four_arm_out(tmp_path / "plain"), "dev"))
+    assert not any(key.startswith("ood") for key in plain)
+    result = ladder.summarise(ood_out(tmp_path), "dev")
+    written = ladder.record(result)
+    assert {k: v for k, v in written.items() if not k.startswith("ood")} == plain  # the ID record is unchanged
+    assert written["ood_questions"] == 50 and written["ood_baselines"]["last_action"]["n"] == 40
+    runs = {(r["task"], r["variant"], r["seed"]): r for r in written["ood_runs"]}
+    assert {(v, s) for t, v, s in runs if t == "last_action"} == {(v, s) for v in ("sft", "grpo", "control")
+                                                                  for s in (0, 1)}
+    grpo = runs[("last_action", "grpo", 1)]
+    assert (grpo["split"], grpo["part"], grpo["id_split"], grpo["detail"], grpo["span"]) == (
+        "ood", "ood-dev", "dev", "relations", "any")
+    assert (grpo["n"], grpo["accuracy"], grpo["blind_accuracy"], grpo["id_accuracy"]) == (40, 0.65, 0.0, 0.75)
+    assert grpo["drop"] == 0.1
+    assert runs[("last_action", "sft", 0)]["blind_accuracy"] == 0.0
+    compared = {(c["task"], c["comparison"]): c for c in written["ood_comparisons"]}
+    vs_sft = compared[("last_action", "grpo_vs_sft")]
+    assert vs_sft["per_seed"][0]["difference"] == 0.6 and vs_sft["per_seed"][0]["p_value"] < 0.05
+    assert (vs_sft["better_by_test_in"], vs_sft["n_seeds"]) == (2, 2)
+    gap = compared[("last_action", "sft_drop_minus_grpo_drop")]
+    assert gap["mean_difference"] == pytest.approx(0.05) and (gap["better_in"], gap["n_seeds"]) == (1, 2)
+    assert [p["seed"] for p in gap["per_seed"]] == [0, 1]
+    assert [p["difference"] for p in gap["per_seed"]] == [0.1, 0.0]
+    assert compared[("route_planning", "sft_drop_minus_grpo_drop")]["too_few"]
+
+
+def test_ood_builds_its_data_once_and_evaluates_sft_and_grpo_after_sft_there(ladder: ModuleType,
+                                                                              tmp_path: Path) -> None:
+    args = ladder.parse_args(["--out", str(tmp_path), "--arm", "a", "--sft", "--grpo-from-sft", "--control",
+                              "--ood", "--detail", "map", "--span", "2", "--eval-tasks", "last_action"])
+    split = tmp_path / "data" / "split"
+    split.mkdir(parents=True)
+    record = {"id": "t0", "source": "synthetic_world", "task": "last_action", "video": "v.mp4", "question": "q",
+              "options": None, "answer": "1", "meta": {"scene": "scene_0_0000"}}
+    (split / "train.jsonl").write_text(json.dumps(record) + "\n")
+    world = tmp_path / "data-ood" / "world"
+    world.mkdir(parents=True)  # what the stages (not run here) would have written
+    (world / "questions.jsonl").write_text(json.dumps({**record, "id": "o0", "meta": {"scene": "ood_0_0000"}}) + "\n")
+    prompts = [{"id": f"o{i}", "task": task} for i, task in enumerate(["last_action", "object_count"] * 40)]
+    (tmp_path / "data-ood" / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in prompts))
+    stages = Stages([])
+    ood = ladder.build_ood_data(args, stages)
+    assert [name for name in stages.ran] == ["ood-data:world", "ood-data:keyframes", "ood-data:perception",
+                                             "ood-data:prompts"]
+    world_argv, keyframes, perception, built = (stages.ran[f"ood-data:{n}"]
+                                                for n in ("world", "keyframes", "perception", "prompts"))
+    assert "--ood" in world_argv and "--seconds" not in world_argv  # the OOD preset's own 30 s walks
+    assert world_argv[world_argv.index("--scenes") + 1] == "60"
+    assert keyframes[keyframes.index("--max-frames") + 1] == "10"  # the OOD world's suggestion
+    assert perception[perception.index("--detail") + 1] == "map"
+    assert perception[perception.index("--backend") + 1] == "oracle"
+    assert built[built.index("--span") + 1] == "2"
+    assert built[built.index("--qa") + 1] == str(world / "questions.jsonl")  # no split: no OOD scene is trained on
+    # Only the task types the arm evaluates, at most --ood-per-type (30) of them.
+    assert ood == tmp_path / "data-ood" / "eval+last_action.jsonl"
+    kept = [json.loads(line) for line in ood.read_text().splitlines()]
+    assert {r["task"] for r in kept} == {"last_action"} and len(kept) == 30
+    fewer = ladder.parse_args(["--out", str(tmp_path), "--sft", "--grpo-from-sft", "--ood", "--ood-max-frames", "8"])
+    assert dict(ladder.ood_data_stages(fewer, tmp_path))["keyframes"][-1] == "8"
+
+    stages = Stages(["sft:a:seed3"])
+    ladder.run_seed(args, tmp_path / "train.jsonl", tmp_path / "warmup", 3, tmp_path / "dev.jsonl",
+                    tmp_path / "train.jsonl", stages, ood)
+    part = "ood-dev+last_action"
+    assert {f"eval:{part}:a-sft-seed3", f"eval:{part}:a-seed3", f"eval:{part}:a-control-seed3",
+            "eval:dev+last_action:a-seed3"} <= set(stages.ran)
+    sft = stages.ran[f"eval:{part}:a-sft-seed3"]
+    assert sft[sft.index("--data") + 1] == str(ood)
+    assert sft[sft.index("--out") + 1] == str(tmp_path / "evals" / part / "a-sft-seed3")
+    assert "blind" in sft[sft.index("--baselines") + 1] and "solver" in sft[sft.index("--baselines") + 1]
+    grpo = stages.ran[f"eval:{part}:a-seed3"]
+    assert grpo[grpo.index("--model") + 1] == str(tmp_path / "arms" / "a" / "seed3" / "final")
+    without = Stages(["sft:a:seed3"])  # no --ood: no OOD evaluation
+    ladder.run_seed(args, tmp_path / "train.jsonl", tmp_path / "warmup", 3, tmp_path / "dev.jsonl",
+                    tmp_path / "train.jsonl", without)
+    assert not any(name.startswith("eval:ood-") for name in without.ran)
+
+
+def test_ood_is_refused_without_grpo_after_sft_and_at_another_detail_or_span(ladder: ModuleType, tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture) -> None:
+    for argv in (["--ood"], ["--ood", "--sft"]):
+        with pytest.raises(SystemExit):
+            ladder.parse_args(["--out", str(tmp_path), *argv])
+        error = capsys.readouterr().err
+        assert "--ood asks whether GRPO after SFT loses less" in error and "add --sft --grpo-from-sft" in error
+    common = ["--out", str(tmp_path), "--sft", "--grpo-from-sft", "--ood"]
+    made = ladder.parse_args(common + ["--detail", "map", "--span", "any"])
+    (tmp_path / "data-ood").mkdir()
+    (tmp_path / "data-ood" / "settings.json").write_text(json.dumps(ladder.ood_settings(made)))
+    with pytest.raises(SystemExit) as refused:  # refused before any stage runs
+        ladder.build_ood_data(ladder.parse_args(common + ["--detail", "words"]), Stages([]))
+    message = str(refused.value)
+    assert message.startswith(f"{tmp_path / 'data-ood'} was made at detail 'map', span 'any'; this run asks for ")
+    assert "detail 'words'" in message and "span none" in message
+    with pytest.raises(SystemExit, match=r"\(and scenes 60\); this run asks for scenes 80"):
+        ladder.build_ood_data(ladder.parse_args(common + ["--detail", "map", "--span", "any", "--ood-scenes", "80"]),
+                              Stages([]))
