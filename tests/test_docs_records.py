@@ -184,8 +184,9 @@ DEMO_ROWS = {
     "text rule": ("text_rule",),
     "random / letter prior / answer prior": ("random", "letter_prior", "answer_prior"),
 }
-_RUN_LINE = re.compile(r"Latest measured run \((?P<date>\d{4}-\d{2}-\d{2}), `--dtype (?P<dtype>\w+)`, (?P<cpu>[^,]+), "
-                       r"(?P<minutes>\d+) min (?P<seconds>\d+) s, peak (?P<peak>[\d.]+) GiB, (?P<steps>\d+) GRPO steps\)")
+_RUN_LINE = re.compile(r"Latest measured run \((?P<date>\d{4}-\d{2}-\d{2}), `--dtype (?P<dtype>\w+)`, "
+                       r"(?P<cpu>[^,]+), (?P<minutes>\d+) min (?P<seconds>\d+) s, peak (?P<peak>[\d.]+) GiB, "
+                       r"(?P<steps>\d+) GRPO steps\)")
 _VERDICT = re.compile(r"GRPO − SFT: (?P<diff>[+−-][\d.]+) points, (?P<better>\d+) better and (?P<worse>\d+) worse by "
                       r"the exact sign test \(p (?:= )?(?P<p>[<\d.e−-]+)\): \*\*(?P<verdict>[^*]+)\*\*")
 
