@@ -34,6 +34,7 @@ from embodied_r.core.io import JsonlAppender, iter_jsonl
 from embodied_r.core.records import PromptRow
 from embodied_r.training.data import reward_columns
 from embodied_r.training.recipe import Recipe, RecipeError, check_batch_geometry
+from embodied_r.training.recipe_keys import trl_value
 
 logger = logging.getLogger(__name__)
 
@@ -53,15 +54,15 @@ def prompts_consumed(trl: Mapping[str, Any], num_processes: int) -> int | None:
     >>> prompts_consumed({"num_train_epochs": 1}, 1) is None
     True
     """
-    max_steps = int(trl.get("max_steps") or -1)
+    max_steps = int(trl_value(trl, "max_steps"))
     if max_steps <= 0:
         return None
     generation_batch = check_batch_geometry(dict(trl), num_processes)
-    per_device = int(trl.get("per_device_train_batch_size", 8))
+    per_device = int(trl_value(trl, "per_device_train_batch_size"))
     steps_per_generation = generation_batch // (per_device * num_processes)  # TRL's, however it was given
-    micro_batches = max_steps * int(trl.get("gradient_accumulation_steps", 1))
-    generations = math.ceil(micro_batches / (steps_per_generation * int(trl.get("num_iterations") or 1)))
-    return generations * (generation_batch // int(trl.get("num_generations", 8)))
+    micro_batches = max_steps * int(trl_value(trl, "gradient_accumulation_steps"))
+    generations = math.ceil(micro_batches / (steps_per_generation * int(trl_value(trl, "num_iterations"))))
+    return generations * (generation_batch // int(trl_value(trl, "num_generations")))
 
 
 def pool_indices(num_rows: int, consumed: int | None, factor: float, seed: int) -> list[int]:
@@ -217,7 +218,7 @@ class Sampling:
         per_process = check_batch_geometry(dict(trl), num_processes) // num_processes
         return cls(max_new_tokens=int(value("max_completion_length")), temperature=float(value("temperature")),
                    top_p=float(value("top_p")), top_k=int(value("top_k")),
-                   rows_per_batch=max(1, per_process // int(trl.get("num_generations", 8))))
+                   rows_per_batch=max(1, per_process // int(trl_value(trl, "num_generations"))))
 
 
 def sample_completions(engine: Any, rows: Sequence[PromptRow], group_size: int, sampling: Sampling,
@@ -259,8 +260,8 @@ def difficulty_pass(recipe: Recipe, rows: Sequence[PromptRow], model_path: str, 
     from accelerate import PartialState
 
     trl = recipe.trl
-    group_size = int(trl.get("num_generations", 8))
-    seed = int(trl.get("seed", 42))  # TrainingArguments' default seed
+    group_size = int(trl_value(trl, "num_generations"))
+    seed = int(trl_value(trl, "seed"))
     pool = pool_indices(len(rows), prompts_consumed(trl, num_processes), float(recipe.curriculum_pool_factor), seed)
     path = recipe.output_dir / FILE_NAME
     with PartialState().main_process_first():  # the main process scores; the others then find every row done

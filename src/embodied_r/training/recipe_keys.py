@@ -72,6 +72,9 @@ TRL_DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "use_cpu": False,
     "ddp_timeout": 1800,
     "reward_weights": None,  # None: 1 per reward
+    "num_iterations": 1,
+    "max_steps": -1,  # -1: num_train_epochs decides
+    "seed": 42,
 })
 # GRPOConfig values this layer sets where the recipe is silent (its own choices, not TRL's defaults).
 OUR_TRL_DEFAULTS: Mapping[str, Any] = MappingProxyType({
