@@ -150,6 +150,15 @@ def test_the_default_records_the_check_and_both_timings(tiny_recipe, varying_rew
     assert len(lines) == 2 and all("auto: faster on the first group (shared-prefix" in line for line in lines)
 
 
+def test_a_larger_group_is_checked_and_timed_on_two_of_its_rows(tiny_recipe, varying_reward) -> None:
+    # The per-row paths' cost grows with the rows; two rows share a prefix, so they exercise the packing.
+    record = run(tiny_recipe, varying_reward, beta=0.04, num_generations=4)
+    for name in ("update", "generation"):
+        check = record[name]["check"]
+        assert check["passed"] is True and check["rows"] == path_choice.CHECK_ROWS == 2, check
+        assert check["group_rows"] == 4 and set(record[name]["timings_s"]) == {SHARED, PER_ROW}
+
+
 @pytest.mark.parametrize("value", ["yes", 1, "True", None])
 def test_other_values_are_refused_naming_the_key_and_the_allowed_values(tiny_recipe, value) -> None:
     for key in ("shared_prefix_update", "shared_prefix_generation"):

@@ -180,9 +180,11 @@ class FastPathsMixin:
     def _measure_update(self, model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int,
                         batch_size: int | None, groups: list[list[int]], setting: str) -> Measurement:
         completion_mask = attention_mask[:, -logits_to_keep:]
-        group = next((g for g in groups if len(g) > 1 and bool(completion_mask[g].any())), None)
+        scored = [[i for i in g if bool(completion_mask[i].any())] for g in groups]
+        whole = next((g for g in scored if len(g) > 1), None)
+        group = None if whole is None else whole[:path_choice.CHECK_ROWS]
         if group is None:
-            return Measurement(unavailable="no prompt group with two rows has an unmasked completion")
+            return Measurement(unavailable="no prompt group has two rows with an unmasked completion")
         rows = torch.tensor(group, device=input_ids.device)
         ids, mask = input_ids[rows], attention_mask[rows]
         sync = torch.cuda.synchronize if input_ids.is_cuda else None
@@ -195,7 +197,7 @@ class FastPathsMixin:
             (packed, shared_s), (stock, per_row_s) = (path_choice.timed(paths[SHARED], sync),
                                                       path_choice.timed(paths[PER_ROW], sync))
             check = path_choice.compare_logps(packed, stock, mask[:, -logits_to_keep:], tolerance)
-            check["rows"] = len(group)
+            check["rows"], check["group_rows"] = len(group), len(whole)
             if check["passed"] and setting == "auto":
                 estimates = {name: lambda run=run: path_choice.timed(run, sync)[1] for name, run in paths.items()}
                 return self._timings(check, estimates, {SHARED: shared_s, PER_ROW: per_row_s})
@@ -219,7 +221,7 @@ class FastPathsMixin:
             local = Measurement(unavailable=reason)
         else:
             first_prompt, first_rows = prefix_generation.prompt_groups([list(p) for p in prompt_ids])[0]
-            group = [first_prompt] * len(first_rows)
+            group = [first_prompt] * min(len(first_rows), path_choice.CHECK_ROWS)
             config = greedy(self.generation_config, path_choice.CHECK_NEW_TOKENS)
             budget = int(self.generation_config.max_new_tokens or path_choice.CHECK_NEW_TOKENS)
             paths = {SHARED: lambda: self._shared_prefix_generate(group, config),
@@ -231,6 +233,7 @@ class FastPathsMixin:
                 (shared, shared_s), (stock, per_row_s) = (self._timed_generation(paths[SHARED], budget),
                                                           self._timed_generation(paths[PER_ROW], budget))
                 check = path_choice.compare_tokens(shared, stock)
+                check["group_rows"] = len(first_rows)
                 check["timed_new_tokens"], check["timings_for_new_tokens"] = max(map(len, stock), default=0), budget
                 local = Measurement(check=check)
                 if check["passed"] and setting == "auto":
