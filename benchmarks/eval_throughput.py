@@ -7,6 +7,8 @@ Prints questions/s for each and the ratio (goal: >= 3x).
 
     .venv/bin/python benchmarks/eval_throughput.py                   # synthetic prompts, default model
     .venv/bin/python benchmarks/eval_throughput.py --real ../shared/data/embodied_r_processed/urban_original_test.json
+
+``--record PATH`` also writes the numbers as JSON for the docs (benchmarks/bench_record.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 import argparse
 import random
 import time
+
+from bench_record import add_record_argument, write_record
 
 from embodied_r.core.chat import render_chat
 from embodied_r.core.records import PromptRow
@@ -57,7 +61,7 @@ def naive_loop(model, tokenizer, rows: list[PromptRow], max_new_tokens: int) -> 
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_REASONER)
     parser.add_argument("--real", default=None, help="evaluate real prompts from this .json/.jsonl instead")
@@ -65,7 +69,8 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=6, help="max frames per synthetic prompt (default: 6)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--max-new-tokens", type=int, default=32)
-    args = parser.parse_args()
+    add_record_argument(parser)
+    args = parser.parse_args(argv)
 
     import torch
 
@@ -96,6 +101,16 @@ def main() -> None:
     print(f"{'naive loop (one question a time)':<34}{naive_s:>9.1f}{len(rows) / naive_s:>13.2f}")
     print(f"{f'evaluate_rows (batch {args.batch_size})':<34}{batched_s:>9.1f}{len(rows) / batched_s:>13.2f}")
     print(f"speed-up: {naive_s / batched_s:.2f}x  (parsed answers identical on {agree}/{len(rows)})")
+    if args.record is not None:
+        settings = {"model": args.model, "real": args.real, "n": len(rows), "frames": args.frames,
+                    "batch_size": args.batch_size, "max_new_tokens": args.max_new_tokens,
+                    "torch_threads": torch.get_num_threads(), "prompt_tokens_mean": sum(lengths) / len(lengths),
+                    "prompt_tokens_min": min(lengths), "prompt_tokens_max": max(lengths)}
+        results = {"runners": [{"runner": "naive loop", "seconds": naive_s, "questions_per_s": len(rows) / naive_s},
+                               {"runner": "evaluate_rows", "seconds": batched_s,
+                                "questions_per_s": len(rows) / batched_s}],
+                   "speedup": naive_s / batched_s, "answers_identical": agree}
+        write_record(args.record, "eval_throughput", argv, settings, results)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,9 @@ measured wall time (``cost_s`` in the run's record) against 30 x the mean time o
     python benchmarks/grpo_step.py --shared-prefix --shapes 2x4 --repeats 1 --prompt-tokens 300
     python benchmarks/grpo_step.py --whole-step --shapes 2x4 --data runs/learning/train.jsonl --steps 4
     python benchmarks/grpo_step.py --self-check --shapes 2x4 --completion-tokens 32 --steps 3
+
+``--record PATH`` also writes what the mode run measured as JSON for the docs (benchmarks/bench_record.py):
+the printed table's numbers under ``results``, the mode and its settings under ``settings``.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bench_record import add_record_argument, write_record
 
 
 def plain_trl(model_path: str, dataset: Any, args: argparse.Namespace, out: Path) -> list[dict[str, float]]:
@@ -389,7 +394,67 @@ def summarise(steps: list[dict[str, float]]) -> dict[str, float]:
     }
 
 
-def main() -> None:
+# ---------------------------------------------------------------------------------------------------------
+# The record (--record): each mode's printed numbers and the settings they were measured at
+# ---------------------------------------------------------------------------------------------------------
+
+STEP_PARTS = ("step_s", "generation_s", "rewards_s", "update_s")
+
+
+def shape_settings(shape: str) -> dict[str, Any]:
+    prompts, generations = parse_shape(shape)
+    return {"shape": shape, "prompts": prompts, "generations": generations}
+
+
+def record_settings(mode: str, args: argparse.Namespace) -> dict[str, Any]:
+    """What ``mode`` measured at: the options it reads (a record of one mode names no other mode's)."""
+    common = {"mode": mode, "model": args.model, "threads": args.threads}
+    if mode == "consistency":
+        return {**common, "steps": args.steps, "rows": args.rows, "num_generations": args.num_generations,
+                "batch": args.batch, "max_completion_length": args.max_completion_length, "gate": args.gate}
+    if mode == "shared_prefix":
+        return {**common, "shapes": [shape_settings(shape) for shape in args.shapes.split(",")],
+                "prompt_tokens": args.prompt_tokens, "completion_tokens": args.completion_tokens,
+                "micro_batch": args.micro_batch, "repeats": args.repeats,
+                "shared_micro_batch": [int(x) for x in str(args.shared_micro_batch or args.micro_batch).split(",")]}
+    return {**common, **shape_settings(args.shapes.split(",")[0]), "data": args.data or f"toy:{args.rows}",
+            "steps": args.steps, "completion_tokens": args.completion_tokens, "dtype": args.dtype}
+
+
+def record_results(mode: str, results: Any) -> dict[str, Any]:
+    """The numbers ``print_*`` shows for the results of ``mode`` (shared_prefix, whole_step or self_check;
+    per-step lists and raw repeats left out)."""
+    if mode == "shared_prefix":
+        keys = ("rows", "stock_micro_batch", "shared_micro_batch", "stock_s", "shared_s", "speedup",
+                "loss_abs_diff", "grad_rel_diff")
+        return {"shapes": [{**shape_settings(r["shape"]), **{key: r[key] for key in keys}} for r in results]}
+    if mode == "whole_step":
+        stock, shared = results["stock"], results["shared"]
+        return {"runs": [{"run": name, **{key: r[key] for key in STEP_PARTS}}
+                         for name, r in (("TRL (stock)", stock), ("shared prefix", shared))],
+                "speedup": {part: stock[f"{part}_s"] / shared[f"{part}_s"]
+                            for part in ("step", "generation", "update")},
+                "stock_path_reasons": [str(reason) for reason in shared["stock_path_reasons"] or []]}
+    later, check = results["step_s"], results["check_s"]  # self_check
+    paths = [{"name": name, "path": entry["path"], "check": entry["check"],
+              "shared_prefix_s": (entry["timings_s"] or {}).get("shared-prefix"),
+              "per_row_s": (entry["timings_s"] or {}).get("per-row"), "rounds": entry.get("timing_rounds"),
+              "cost_s": entry["cost_s"]} for name, entry in results["fast_paths"].items()]
+    return {"fast_paths": paths, "step_s": later, "check_s": check,
+            "first_step_excess_s": results["first_step_excess_s"], "run_steps": 30, "run_s": 30 * later + check,
+            "share_of_30_steps_pct": 100 * results["share_of_30_steps"]}
+
+
+def consistency_results(plain: dict[str, float], mine: dict[str, float], worst: float,
+                        overhead: float) -> dict[str, Any]:
+    """The default mode's printed numbers: both runs' step parts, the judge's worst case and the shares."""
+    return {"runs": [{"run": name, **{key: r[key] for key in STEP_PARTS}}
+                     for name, r in (("plain TRL (format+accuracy)", plain), ("embodied-r (+consistency)", mine))],
+            "judge_full_batch_s": worst, "consistency_overhead_pct": 100 * overhead,
+            "worst_case_pct": 100 * worst / plain["step_s"], "step_ratio": mine["step_s"] / plain["step_s"]}
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -434,7 +499,8 @@ def main() -> None:
     parser.add_argument("--shared-micro-batch", default="2,8",
                         help="rows per backward pass of the shared-prefix path, comma-separated (each is timed)")
     parser.add_argument("--repeats", type=int, default=2, help="updates timed per path and shape (best is shown)")
-    args = parser.parse_args()
+    add_record_argument(parser)
+    args = parser.parse_args(argv)
 
     import torch
 
@@ -456,6 +522,8 @@ def main() -> None:
             if args.json:
                 args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, key: results},
                                                 indent=2, default=str))
+            if args.record is not None:
+                write_record(args.record, "grpo_step", argv, record_settings(key, args), record_results(key, results))
             return
     dataset = rows_to_dataset(load_prompt_rows(f"toy:{args.rows}"))
     with tempfile.TemporaryDirectory() as tmp:
@@ -484,6 +552,9 @@ def main() -> None:
         f"step time ratio ours/plain: {mine['step_s'] / plain['step_s']:.2f} "
         "(generation and update vary with completion lengths, which differ between runs)"
     )
+    if args.record is not None:
+        write_record(args.record, "grpo_step", argv, record_settings("consistency", args),
+                     consistency_results(plain, mine, worst, overhead))
     if args.json:
         args.json.write_text(
             json.dumps(

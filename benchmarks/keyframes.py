@@ -17,7 +17,8 @@ and prints wall time, source frames per second, the speed-up over the official p
 selection relative to decoding, and the agreement (Jaccard of key-frame timestamps). Then it runs a
 folder of videos: the official pipeline one video after another vs the ``embodied-r keyframes --workers
 2`` command in a fresh process.
-Generated videos are cached in ``--cache`` (default: a folder in the system temp dir).
+Generated videos are cached in ``--cache`` (default: a folder in the system temp dir). ``--record PATH``
+also writes every printed table's numbers as JSON for the docs (benchmarks/bench_record.py).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # official_keyframes beside this file
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the synthetic test videos
 
+from bench_record import add_record_argument, write_record  # noqa: E402
 from official_keyframes import official_keyframes  # noqa: E402
 from synthetic_video import Shot, render_shots, textured_world, write_video  # noqa: E402
 
@@ -127,7 +129,8 @@ def bench_video(path: Path, repeat: int) -> dict[str, Any]:
     best["decode"], best_cpu["decode"] = best[fastest], best_cpu[fastest]
     info = probe(path)
     label = f"{path.stem[:24]} ({info.codec}, {info.duration:.0f} s)"
-    return {"path": path, "label": label, "frames": info.frame_count, "best": best, "cpu": best_cpu,
+    return {"path": path, "label": label, "codec": info.codec, "duration_s": info.duration,
+            "frames": info.frame_count, "best": best, "cpu": best_cpu,
             "official": outputs["official"], "ours": outputs["ours"],
             "ours, FFmpeg threads": outputs["ours, FFmpeg threads"],
             "sampled": len(outputs["decode"]), "decode_label": fastest}
@@ -148,9 +151,16 @@ def with_decoder_threads(threads: int, function: Callable[[], Any]) -> Any:
         _pyav_backend.DECODER_THREADS = default
 
 
-def report_videos(results: list[dict[str, Any]]) -> None:
-    rows = []
+# The per-video table's numeric columns, as the record names them (after the method's name).
+VIDEO_COLUMNS = ("wall_s", "frames_per_s", "key_frames", "x_official", "over_decode", "cpu_s", "cpu_x_official",
+                 "cpu_over_decode")
+
+
+def report_videos(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Print the per-video table; return its numbers per video for the record."""
+    rows, recorded = [], []
     for r in results:
+        methods = []
         best = r["best"]
         for name in ("official", "ours", "ours, FFmpeg threads", "decode"):
             keys = r["sampled"] if name == "decode" else len(r[name])
@@ -159,11 +169,15 @@ def report_videos(results: list[dict[str, Any]]) -> None:
             rows.append([f"{r['label']} {shown}", best[name], r["frames"] / best[name], keys,
                          best["official"] / best[name], best[name] / best["decode"], cpu[name],
                          cpu["official"] / cpu[name], cpu[name] / cpu["decode"]])
-        rows.append(["  agreement: Jaccard(official, ours)", None, None,
-                     round(jaccard(r["official"], r["ours"]), 3), None, None, None, None, None])
+            methods.append({"method": shown, **dict(zip(VIDEO_COLUMNS, rows[-1][1:]))})
+        agreement = round(jaccard(r["official"], r["ours"]), 3)
+        rows.append(["  agreement: Jaccard(official, ours)", None, None, agreement, None, None, None, None, None])
+        recorded.append({"video": r["label"], "codec": r["codec"], "duration_s": r["duration_s"],
+                         "frames": r["frames"], "methods": methods, "agreement": agreement})
     print_table("per video, best of repeats (x official: speed-up; / decode: over decoding alone)",
                 ["video, method", "wall s", "frames/s", "key frames", "x official", "/ decode",
                  "CPU s", "CPU x official", "CPU / decode"], rows)
+    return recorded
 
 
 def run_cli(videos: list[Path], out: str, workers: int) -> None:
@@ -178,10 +192,11 @@ def run_cli(videos: list[Path], out: str, workers: int) -> None:
         raise SystemExit(f"embodied-r keyframes wrote no result for {missing}")
 
 
-def bench_folder(videos: list[Path], workers: int, repeat: int) -> None:
+def bench_folder(videos: list[Path], workers: int, repeat: int) -> dict[str, Any]:
     """Whole folder, best of ``repeat``: the official pipeline one video after another (in this
     process, no start-up) vs the ``embodied-r keyframes --workers N`` command in a fresh process,
-    including interpreter start-up, imports and its worker processes."""
+    including interpreter start-up, imports and its worker processes. Prints the table and returns its
+    numbers for the record."""
     official_s = ours_s = official_cpu = ours_cpu = float("inf")
     for _ in range(repeat):
         wall, cpu, _ = timed_cpu(lambda: [official_keyframes(v) for v in videos])
@@ -190,17 +205,21 @@ def bench_folder(videos: list[Path], workers: int, repeat: int) -> None:
             wall, cpu, _ = timed_cpu(lambda: run_cli(videos, out, workers))
         ours_s, ours_cpu = min(ours_s, wall), min(ours_cpu, cpu)
     frames = sum(probe(v).frame_count for v in videos)
+    rows = [["official, one after another", official_s, frames / official_s, 1.0, official_cpu, 1.0],
+            [f"embodied-r keyframes --workers {workers}", ours_s, frames / ours_s,
+             official_s / ours_s, ours_cpu, official_cpu / ours_cpu]]
     print_table(f"folder of {len(videos)} videos (best of {repeat}; CPU includes the worker processes)",
-                ["method", "wall s", "frames/s", "x official", "CPU s", "CPU x official"],
-                [["official, one after another", official_s, frames / official_s, 1.0, official_cpu, 1.0],
-                 [f"embodied-r keyframes --workers {workers}", ours_s, frames / ours_s,
-                  official_s / ours_s, ours_cpu, official_cpu / ours_cpu]])
+                ["method", "wall s", "frames/s", "x official", "CPU s", "CPU x official"], rows)
+    columns = ("wall_s", "frames_per_s", "x_official", "cpu_s", "cpu_x_official")
+    return {"videos": len(videos), "frames": frames,
+            "methods": [{"method": row[0], **dict(zip(columns, row[1:]))} for row in rows]}
 
 
-def breakdown(path: Path) -> None:
+def breakdown(path: Path) -> dict[str, Any]:
     """CPU seconds of each stage of our extractor, run one after another (no threads), to show what
     bounds it: decoding the sampled frames, ORB on them, matching + homography + overlap; and the
-    lower bound those give for the overlapped pipeline on this machine's cores."""
+    lower bound those give for the overlapped pipeline on this machine's cores. Prints the table and
+    returns its numbers for the record."""
     from embodied_r.methods.embodied_r.keyframes.selection import OverlapTracker
 
     def cpu(function: Callable[[], Any]) -> tuple[float, Any]:
@@ -224,6 +243,8 @@ def breakdown(path: Path) -> None:
     rows.append([f"lower bound of the wall time on {cores} cores", bound, 1000 * bound / len(frames), None])
     print_table(f"where our time goes: {path.name} ({len(frames)} sampled frames, CPU seconds)",
                 ["stage", "CPU s", "ms / sampled frame", "share"], rows)
+    return {"video": path.name, "sampled_frames": len(frames), "cores": cores,
+            "stages": [{"stage": row[0], "cpu_s": row[1], "ms_per_frame": row[2], "share": row[3]} for row in rows]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,19 +260,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folder-seconds", type=float, default=60)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "embodied_r_bench_videos")
+    add_record_argument(parser)
     args = parser.parse_args(argv)
     width, height = (int(v) for v in args.size.split("x"))
     args.cache.mkdir(parents=True, exist_ok=True)
     videos = [make_video(args.cache, args.seconds, c, width, height, args.fps) for c in args.codecs]
     videos += [Path(v) for v in args.videos]
-    report_videos([bench_video(v, args.repeat) for v in videos])
-    for video in videos:
-        breakdown(video)
+    results: dict[str, Any] = {"videos": report_videos([bench_video(v, args.repeat) for v in videos])}
+    results["breakdown"] = [breakdown(video) for video in videos]
     if args.folder:
         codecs = [args.codecs[i % len(args.codecs)] for i in range(args.folder)]
         folder = [make_video(args.cache, args.folder_seconds, codec, width, height, args.fps, seed=i + 1)
                   for i, codec in enumerate(codecs)]
-        bench_folder(folder, args.workers, args.repeat)
+        results["folder"] = bench_folder(folder, args.workers, args.repeat)
+    if args.record is not None:
+        settings = {"seconds": args.seconds, "codecs": args.codecs, "width": width, "height": height, "fps": args.fps,
+                    "repeat": args.repeat, "folder": args.folder, "folder_seconds": args.folder_seconds,
+                    "workers": args.workers, "extra_videos": [str(v) for v in args.videos]}
+        write_record(args.record, "keyframes", argv, settings, results)
     return 0
 
 

@@ -16,6 +16,8 @@ over sequential. Usage::
 
     .venv/bin/python benchmarks/perception_client.py            # defaults: 32 slots, 500 ms, 640 requests
     .venv/bin/python benchmarks/perception_client.py --slots 16 --latency 0.1 --requests 480
+
+``--record PATH`` also writes the numbers as JSON for the docs (benchmarks/bench_record.py).
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from bench_record import add_record_argument, write_record
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
@@ -114,7 +118,13 @@ def run_sequential(server: ServerProcess, requests: list[FrameRequest]) -> float
     return time.perf_counter() - started
 
 
-def main() -> int:
+def client_row(client: str, requests: int, seconds: float, capacity: float) -> dict[str, Any]:
+    """One printed line of the table, as the record holds it (the share of capacity in percent)."""
+    return {"client": client, "requests": requests, "seconds": seconds, "rps": requests / seconds,
+            "of_capacity_pct": 100 * requests / seconds / capacity}
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--slots", type=int, default=32, help="server concurrent slots (default 32)")
     parser.add_argument("--latency", type=float, default=0.5, help="server seconds per request (default 0.5)")
@@ -123,7 +133,8 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=None, help="our in-flight limit (default: --slots)")
     parser.add_argument("--images", type=int, default=2, help="images per request (default 2, as frames k>=1)")
     parser.add_argument("--size", default="320x240", help="image WIDTHxHEIGHT (default 320x240)")
-    args = parser.parse_args()
+    add_record_argument(parser)
+    args = parser.parse_args(argv)
     width, height = (int(v) for v in args.size.split("x"))
     concurrency = args.concurrency or args.slots
     capacity = args.slots / args.latency
@@ -145,6 +156,14 @@ def main() -> int:
           f"{seq_rps / capacity:>13.1%}")
     print(f"ours / capacity = {ours_rps / capacity:.3f} (goal >= 0.90); ours / sequential = {ours_rps / seq_rps:.1f}x; "
           f"server saw at most {max_active} requests at once")
+    if args.record is not None:
+        settings = {"slots": args.slots, "latency_s": args.latency, "capacity_rps": capacity,
+                    "requests": args.requests, "sequential_requests": args.sequential_requests,
+                    "concurrency": concurrency, "images": args.images, "width": width, "height": height}
+        results = {"clients": [client_row("ours", args.requests, ours_s, capacity),
+                               client_row("sequential", args.sequential_requests, seq_s, capacity)],
+                   "ours_over_sequential": ours_rps / seq_rps, "max_active": max_active}
+        write_record(args.record, "perception_client", argv, settings, results)
     return 0 if ours_rps / capacity >= 0.9 else 1
 
 

@@ -5,6 +5,8 @@ naive side renders every simulation step during the rollout (what a recorder tha
 keypoints yet must do), ours records MuJoCo state and re-renders only the frames that get questions.
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/robot_demos.py --episodes 1 --resolution 224
+
+``--record PATH`` also writes the numbers as JSON for the docs (benchmarks/bench_record.py).
 """
 
 from __future__ import annotations
@@ -13,14 +15,17 @@ import argparse
 import os
 import time
 
+from bench_record import add_record_argument, write_record
+
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=1, help="episodes per task and side")
     parser.add_argument("--resolution", type=int, default=224)
-    args = parser.parse_args()
+    add_record_argument(parser)
+    args = parser.parse_args(argv)
 
     from embodied_r.methods.robot_r1.demos import episode_seed, make_env, render_frames, run_expert
     from embodied_r.methods.robot_r1.keypoints import discover_keypoints, question_steps
@@ -56,6 +61,14 @@ def main() -> None:
         print(f"{name:32s} {seconds:8.2f} {60 * count / seconds:13.1f}")
     ours, naive = timings.values()
     print(f"speed-up (naive time / ours): {naive / ours:.1f}x")
+    if args.record is not None:
+        frames = {"ours (question frames only)": frames_ours, "naive (render every step)": frames_naive}
+        results = {"episodes": count,
+                   "methods": [{"method": name, "frames_rendered": frames[name], "seconds": seconds,
+                                "episodes_per_min": 60 * count / seconds} for name, seconds in timings.items()],
+                   "speedup": naive / ours}
+        settings = {"episodes_per_task": args.episodes, "resolution": args.resolution, "tasks": list(DEFAULT_TASKS)}
+        write_record(args.record, "robot_demos", argv, settings, results)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ so they do the same work and must write the same tokens; the script times each `
 alternating, and prints the medians, the ratio and how many rows differ (0 expected).
 
     python benchmarks/sampling.py --data runs/learning/train.jsonl --shapes 2x4,2x8 --tokens 64
+
+``--record PATH`` also writes the numbers as JSON for the docs (benchmarks/bench_record.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 from typing import Any
 
 import torch
+from bench_record import add_record_argument, write_record
 
 
 def left_padded_generate(model: Any, prompt_ids: list[list[int]], config: Any, pad_id: int) -> list[list[int]]:
@@ -64,7 +67,7 @@ def compare(model: Any, tokenizer: Any, prompt_ids: list[list[int]], tokens: int
             "rows_differing": sum(a != b for a, b in zip(outputs["stock"], outputs["shared"]))}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     from embodied_r.inference.models import load_reasoner
     from embodied_r.training.data import load_prompt_rows
 
@@ -76,7 +79,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64, help="new tokens per row")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads; 0 = torch default")
-    args = parser.parse_args()
+    add_record_argument(parser)
+    args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     model, tokenizer = load_reasoner(args.model, dtype=args.dtype, device="cpu")
@@ -85,6 +89,7 @@ def main() -> None:
           f"{torch.get_num_threads()} threads, medians of {args.repeats}")
     print(f"{'shape':>6s} {'rows':>5s} {'prompt tokens':>16s} {'TRL s':>8s} {'shared s':>9s} {'speed-up':>9s} "
           f"{'rows differing':>15s}")
+    results = []
     for shape in args.shapes.split(","):
         prompts, generations = (int(x) for x in shape.lower().split("x"))
         result = compare(model, tokenizer, shape_rows(tokenizer, rows, prompts, generations), args.tokens,
@@ -92,6 +97,15 @@ def main() -> None:
         span = f"{result['prompt_tokens'][0]}-{result['prompt_tokens'][-1]}"
         print(f"{shape:>6s} {result['rows']:5d} {span:>16s} {result['stock_s']:8.2f} {result['shared_s']:9.2f} "
               f"{result['speedup']:8.2f}x {result['rows_differing']:15d}")
+        # The printed line: the prompt lengths as their span, not every distinct length.
+        tokens = result["prompt_tokens"]
+        results.append({"shape": shape, "prompts": prompts, "generations": generations, "rows": result["rows"],
+                        "prompt_tokens_min": tokens[0], "prompt_tokens_max": tokens[-1],
+                        **{key: result[key] for key in ("stock_s", "shared_s", "speedup", "rows_differing")}})
+    if args.record is not None:
+        settings = {"data": args.data, "model": args.model, "dtype": str(model.dtype).removeprefix("torch."),
+                    "tokens": args.tokens, "repeats": args.repeats, "torch_threads": torch.get_num_threads()}
+        write_record(args.record, "sampling", argv, settings, {"shapes": results})
 
 
 if __name__ == "__main__":

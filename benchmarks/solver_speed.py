@@ -9,6 +9,8 @@ text rule's time on the same rows is printed. Linearity: the same rows with thei
     embodied-r perceive --qa W/questions.jsonl --keyframes KF --backend oracle --detail map --out P.jsonl
     embodied-r build-prompts --qa W/questions.jsonl --perception P.jsonl --out rows.jsonl
     python benchmarks/solver_speed.py --prompts rows.jsonl
+
+``--record PATH`` also writes the numbers as JSON for the docs (benchmarks/bench_record.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from bench_record import add_record_argument, write_record
 
 from embodied_r.core.io import read_jsonl
 from embodied_r.core.records import PromptRow
@@ -57,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", required=True, help="prompt rows (.jsonl) from build-prompts")
     parser.add_argument("--count", type=int, default=1000, help="rows to answer per pass (default 1000)")
     parser.add_argument("--repeats", type=int, default=3, help="passes; the best is kept (default 3)")
+    add_record_argument(parser)
     args = parser.parse_args(argv)
     rows = [PromptRow.from_dict(r) for r in read_jsonl(args.prompts)]
     if not rows:
@@ -81,6 +86,14 @@ def main(argv: list[str] | None = None) -> int:
           f"text rule: {rule_s:.2f} s; solver / text rule = {solver_s / rule_s:.2f}")
     print(f"text doubled ({long_chars / chars:.2f}x the characters): {long_s:.2f} s, {long_s / solver_s:.2f}x the time")
     print(json.dumps(result))
+    if args.record is not None:
+        # The unrounded measurements (the printed JSON rounds them); write_record keeps 4 significant digits.
+        results = {**result, "solver_s": solver_s, "text_rule_s": rule_s, "solver_over_text_rule": solver_s / rule_s,
+                   "doubled_text_s": long_s, "doubled_chars_ratio": long_chars / chars,
+                   "doubled_time_ratio": long_s / solver_s, "solver_ms_each": 1000 * solver_s / len(rows)}
+        settings = {"prompts": args.prompts, "count": args.count, "repeats": args.repeats, "chars": chars,
+                    "doubled_chars": long_chars}
+        write_record(args.record, "solver_speed", argv, settings, results)
     return 0
 
 

@@ -11,6 +11,8 @@ process, its rise over the loaded model, the ratio, and the gradient difference 
 
     python benchmarks/train_memory.py                          # 2x4 at 4,096 prompt tokens: whole, 8192, 8192+ckpt
     python benchmarks/train_memory.py --shape 4x4 --budget 4096
+
+``--record PATH`` also writes the numbers as JSON for the docs (benchmarks/bench_record.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_record import add_record_argument, write_record
 from grpo_step import micro_batches, update_members, update_trainer
 
 
@@ -89,7 +92,20 @@ def gradient_difference(path: Path, reference: Path) -> float:
     return float(torch.sqrt(sum(((x - y) ** 2).sum() for x, y in zip(a, b))) / torch.sqrt(sum((y**2).sum() for y in b)))
 
 
-def main() -> int:
+def run_row(name: str, run: dict[str, Any], whole: dict[str, Any], difference: float | None) -> dict[str, Any]:
+    """One printed line of the table as the record holds it: the failure, or the peak, its rise over the
+    loaded model and the seconds, and against the whole micro-batch where both ran."""
+    if "failed" in run:
+        return {"run": name, "failed": run["failed"]}
+    row = {"run": name, "peak_gib": run["peak_gib"], "rise_gib": run["peak_gib"] - run["loaded_gib"],
+           "seconds": run["seconds"]}
+    if difference is not None:
+        row.update(peak_lower_x=whole["peak_gib"] / run["peak_gib"], loss_abs_diff=abs(whole["loss"] - run["loss"]),
+                   grad_rel_diff=difference)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--shape", default="2x4", help="PROMPTSxGENERATIONS of the micro-batch (the demo's: 2x4)")
@@ -104,7 +120,8 @@ def main() -> int:
     parser.add_argument("--child-budget", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-grads", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-checkpoint", type=int, default=0, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    add_record_argument(parser)
+    args = parser.parse_args(argv)
     if args.child_budget is not None:
         print(json.dumps(child(args)))
         return 0
@@ -131,6 +148,13 @@ def main() -> int:
             line += (f"  peak {whole['peak_gib'] / r['peak_gib']:.2f}x lower, |loss diff| "
                      f"{abs(whole['loss'] - r['loss']):.2e}, gradient rel. diff {differences[key]:.2e}")
         print(line)
+    if args.record is not None:
+        prompts, generations = (int(x) for x in args.shape.lower().split("x"))
+        settings = {"model": args.model, "shape": args.shape, "prompts": prompts, "generations": generations,
+                    "prompt_tokens": args.prompt_tokens, "completion_tokens": args.completion_tokens,
+                    "budget": args.budget, "checkpoint_over": args.checkpoint_over, "cap_gib": args.cap_gib}
+        results = {"runs": [run_row(name, r, whole, differences.get(key) if key else None) for name, r, key in runs]}
+        write_record(args.record, "train_memory", argv, settings, results)
     if args.json:
         args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "whole": whole,
                                          "sliced": sliced, "checkpointed": checkpointed,

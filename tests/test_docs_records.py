@@ -236,3 +236,152 @@ def test_the_readme_demo_run_is_the_record() -> None:
         if verdict["verdict"] != comparison["verdict"]:
             problems.append(f"README: verdict {verdict['verdict']!r}; demo.json {comparison['verdict']!r}")
     assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The summary table of docs/performance.md ("## The answer"): its `record` column names the record each
+# row's numbers come from (a benchmark's ``--record``, benchmarks/bench_record.py; several are comma-separated)
+# or says `not yet recorded`. Every number of a recorded row's `project against baseline` and `by` cells must
+# be a number of its record's settings or results, as the doc rounds it; a date there must be the record's.
+# ---------------------------------------------------------------------------------------------------------
+
+NOT_RECORDED = "not yet recorded"
+QUOTING_COLUMNS = ("project against baseline", "by")
+# A number as the docs write it: "108.3", "1,474", "9.7x", "94.3 %", each side of "2 × 4" and "2.95–6.44x".
+# Not a digit inside a name or a code ("SmolLM2-135M", "float32", "H.264", "mp4v", "AVX-512", "2x4"): no
+# letter, digit, "." or "," right before it, nor a letter and "-", and no letter right after it but the "x" of
+# a ratio.
+_QUOTED_NUMBER = re.compile(r"(?<![\w.,])(?<![A-Za-z]-)(?P<whole>\d{1,3}(?:,\d{3})+|\d+)(?:\.(?P<decimals>\d+))?"
+                            r"(?!\.\d|,\d|[^\Wx]|x\w)")
+_DATE = re.compile(r"(?<![\w-])\d{4}-\d{2}-\d{2}(?![\w-])")
+
+
+def quoted_numbers(text: str) -> list[tuple[str, float, int]]:
+    """(as written, value, decimals shown) of every number in a cell; dates are not numbers here."""
+    text = _DATE.sub(" ", text)
+    return [(m[0], float(m["whole"].replace(",", "") + "." + (m["decimals"] or "0")), len(m["decimals"] or ""))
+            for m in _QUOTED_NUMBER.finditer(text)]
+
+
+def numeric_leaves(tree: object) -> list[float]:
+    """Every number in a record's tree (bools are not numbers)."""
+    if isinstance(tree, dict):
+        return [leaf for value in tree.values() for leaf in numeric_leaves(value)]
+    if isinstance(tree, list):
+        return [leaf for value in tree for leaf in numeric_leaves(value)]
+    if isinstance(tree, int | float) and not isinstance(tree, bool):
+        return [float(tree)]
+    return []
+
+
+def shows(value: float, decimals: int, leaf: float) -> bool:
+    """Whether ``leaf`` rounded to ``decimals`` decimals is ``value``. Within half a unit of the last shown
+    digit, both ends included: a record keeps 4 significant digits and the doc may round the unrounded
+    measurement, so a tie can fall either way (1.385 kept, 1.38 or 1.39 printed)."""
+    return abs(leaf - value) <= 0.5 * 10.0**-decimals * (1 + 1e-9)
+
+
+def read_records(names: list[str], folder: Path) -> tuple[list[dict], list[str]]:
+    """The records named, and a problem for each that cannot be read or has no ``results``."""
+    records, problems = [], []
+    for name in names:
+        path = folder / name
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            problems.append(f"{path}: cannot read the record ({exc})")
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("results"), dict):
+            problems.append(f"{path}: the record has no field 'results'")
+            continue
+        records.append(record)
+    return records, problems
+
+
+def summary_problems(page: str, header: list[str], body: list[list[str]], folder: Path) -> list[str]:
+    """What in the summary table (``header`` and ``body`` rows of ``page``) differs from its records in
+    ``folder``."""
+    missing = [c for c in ("what", *QUOTING_COLUMNS, "record") if c not in header]
+    if missing:
+        return [f"{page}: the summary table has no column {', '.join(map(repr, missing))}"]
+    problems = []
+    for cells in body:
+        row = dict(zip(header, cells))
+        what, cell = row.get("what", ""), row.get("record", "").strip("`")
+        if cell == NOT_RECORDED:
+            continue
+        names = [name.strip().strip("`") for name in cell.split(",")]
+        if not cell or not all(name.endswith(".json") for name in names):
+            problems.append(f"{page}: {what!r}: the record cell {cell!r} is neither record names (NAME.json) nor "
+                            f"{NOT_RECORDED!r}")
+            continue
+        records, unreadable = read_records(names, folder)
+        problems += [f"{page}: {what!r}: {problem}" for problem in unreadable]
+        if unreadable:
+            continue
+        leaves = [leaf for r in records for part in ("settings", "results") for leaf in numeric_leaves(r.get(part))]
+        for column in QUOTING_COLUMNS:
+            for written, value, decimals in quoted_numbers(row.get(column, "")):
+                if not any(shows(value, decimals, leaf) for leaf in leaves):
+                    problems.append(f"{page}: {what!r}: {written} (in {column!r}) is no number of the settings or "
+                                    f"results of {', '.join(names)}")
+            for date in _DATE.findall(row.get(column, "")):
+                if date not in {r.get("date") for r in records}:
+                    problems.append(f"{page}: {what!r}: the date {date} (in {column!r}) is not that of "
+                                    f"{', '.join(names)}")
+    return problems
+
+
+def test_the_performance_summary_quotes_its_records() -> None:
+    page = ROOT / "docs" / "performance.md"
+    header, body = table_rows(page, "| what |")
+    problems = summary_problems(page.name, header, body, RECORDS)
+    recorded = [cells for cells in body if dict(zip(header, cells)).get("record") not in (None, NOT_RECORDED)]
+    assert body and recorded and not problems, "\n".join(problems) or f"{page}: no row of the summary names a record"
+
+
+def test_the_number_reader_reads_the_docs_ways_of_writing_numbers() -> None:
+    def values(text: str) -> list[tuple[float, int]]:
+        return [(value, decimals) for _, value, decimals in quoted_numbers(text)]
+
+    assert values("108.3 against 11.2 frames/s") == [(108.3, 1), (11.2, 1)]
+    assert values("**9.7x** (94.3 % of capacity)") == [(9.7, 1), (94.3, 1)]
+    assert values("mp4v 4.5–5.4x, H.264 2.8–3.2x") == [(4.5, 1), (5.4, 1), (2.8, 1), (3.2, 1)]
+    assert values("1,474 rows; **2,596x**; 2.95x at 2 × 4") == [(1474.0, 0), (2596.0, 0), (2.95, 2), (2.0, 0), (4.0, 0)]
+    assert values("SmolLM2-135M, float32, AVX-512, 2x4, run 2026-12-07, 3.00x") == [(3.0, 2)]
+    assert values("a 30-step run on 2-core CPUs") == [(30.0, 0), (2.0, 0)]
+
+
+def test_a_summary_number_that_differs_from_its_record_is_named(tmp_path: Path) -> None:
+    record = {"benchmark": "answer_parse", "date": "2026-12-07", "settings": {"max_old_tags": 8000},
+              "results": {"rows": [{"case": "unclosed <answer>", "tags": 8000, "new_ms": 1.384, "old_ms": 3576.0,
+                                    "old_over_new": 2584.0, "exact": True}]}}
+    (tmp_path / "bench_answer_parse.json").write_text(json.dumps(record), encoding="utf-8")
+    header = ["what", "project against baseline", "by", "goal", "section", "record"]
+
+    def problems(against: str, by: str, cell: str = "bench_answer_parse.json") -> list[str]:
+        return summary_problems("performance.md", header, [["reading", against, by, "linear", "Reading", cell]],
+                                tmp_path)
+
+    assert problems("1.38 ms against 3,576 ms (8,000 tags)", "**2,584x**") == []
+    assert problems("1.4 ms against 3,576 ms", "**2,584x**") == []  # fewer decimals shown: still the record's
+    assert problems("1.38 ms against 3,576 ms", "**2,584x**", NOT_RECORDED) == []
+    wrong = problems("1.38 ms against 3.6 s", "**2,596x**")
+    assert wrong == ["performance.md: 'reading': 3.6 (in 'project against baseline') is no number of the settings "
+                     "or results of bench_answer_parse.json",
+                     "performance.md: 'reading': 2,596 (in 'by') is no number of the settings or results of "
+                     "bench_answer_parse.json"]
+    assert problems("1.39 ms against 3,576 ms", "2,584x")[0].startswith("performance.md: 'reading': 1.39 ")
+    assert "the date 2026-12-06" in problems("1.38 ms (2026-12-06)", "2,584x")[0]
+    assert problems("1 against 2", "x", "1 against 2") and "neither record names" in problems("1", "x", "soon")[0]
+
+
+def test_a_missing_record_or_one_without_results_is_named(tmp_path: Path) -> None:
+    (tmp_path / "no_results.json").write_text(json.dumps({"benchmark": "x", "settings": {"n": 1}}), encoding="utf-8")
+    header = ["what", "project against baseline", "by", "goal", "section", "record"]
+    missing = summary_problems("performance.md", header, [["a", "1", "", "", "", "bench_gone.json"]], tmp_path)
+    assert len(missing) == 1 and f"{tmp_path / 'bench_gone.json'}: cannot read the record" in missing[0]
+    empty = summary_problems("performance.md", header, [["a", "1", "", "", "", "no_results.json"]], tmp_path)
+    assert empty == [f"performance.md: 'a': {tmp_path / 'no_results.json'}: the record has no field 'results'"]
+    old_table = summary_problems("performance.md", header[:-1], [], tmp_path)
+    assert old_table == ["performance.md: the summary table has no column 'record'"]
