@@ -112,6 +112,9 @@ def ours(model_path: str, args: argparse.Namespace, out: Path) -> tuple[list[dic
             "seed": 0,
             "report_to": "none",
             "sample_completions": 0,
+            # This measures what the judge costs, not what it is worth: no judge this CPU has passes the
+            # probe (docs/consistency.md), and a weak judge costs the same forward passes.
+            "judge": {"allow_weak": True},
         },
         source="benchmark",
     )
