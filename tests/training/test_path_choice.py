@@ -200,3 +200,12 @@ def test_train_check_paths_prints_the_result_and_trains_nothing(tiny_recipe, cap
     run_dir = load_recipe(path).output_dir
     assert not (run_dir / "fast_paths.json").exists() and not (run_dir / "final").exists()
     assert not list(run_dir.glob("checkpoint-*"))
+
+
+@pytest.mark.parametrize(("per_row_s", "more_rounds"), [(1.2, 0), (1.1, 2)])
+def test_more_timing_rounds_run_only_within_the_noise(per_row_s, more_rounds) -> None:
+    # A gap of 15 % or more on the check's own calls decides; a smaller one is timed again, three rounds at most.
+    calls: list[str] = []
+    estimates = {SHARED: lambda: calls.append(SHARED) or 1.0, PER_ROW: lambda: calls.append(PER_ROW) or per_row_s}
+    medians = path_choice.measure(estimates, first={SHARED: 1.0, PER_ROW: per_row_s})
+    assert len(calls) == 2 * more_rounds and medians == {SHARED: 1.0, PER_ROW: per_row_s}
