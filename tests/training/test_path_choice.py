@@ -128,6 +128,7 @@ def test_true_and_false_force_the_path(tiny_recipe, varying_reward, monkeypatch,
     for name in ("update", "generation"):
         entry = record[name]
         assert entry["setting"] == ("true" if setting else "false") and entry["timings_s"] is None
+        assert entry["timing_noise"] is None
         assert entry["path"] == (SHARED if setting else PER_ROW)
         assert (entry["check"]["passed"] is True) if setting else (entry["check"] is None)
     # true: the check and then every pass / both steps' sampling; false: the shared paths never run.
@@ -142,6 +143,7 @@ def test_the_default_records_the_check_and_both_timings(tiny_recipe, varying_rew
         assert entry["setting"] == "auto" and entry["check"]["passed"] is True, entry
         assert entry["path"] in (SHARED, PER_ROW) and entry["step"] == 1
         assert set(entry["timings_s"]) == {SHARED, PER_ROW} and all(v > 0 for v in entry["timings_s"].values())
+        assert entry["timing_noise"] == pytest.approx(path_choice.CLEAR_RATIO - 1)
         faster = min(entry["timings_s"], key=entry["timings_s"].get)
         assert entry["path"] == faster
     assert record["update"]["check"]["tokens"] > 0 and record["update"]["check"]["rows"] == 2

@@ -275,7 +275,8 @@ class FastPathsMixin:
         path, reason = path_choice.decide(setting, result)
         timings = {key: round(value, 6) for key, value in result.timings_s.items()} if result.timings_s else None
         record = PathRecord(setting=self._setting(name), path=path, check=result.check, timings_s=timings,
-                            timing_rounds=result.rounds if timings else None, reason=reason,
+                            timing_rounds=result.rounds if timings else None,
+                            timing_noise=round(path_choice.CLEAR_RATIO - 1, 4) if timings else None, reason=reason,
                             cost_s=round(result.cost_s, 4), step=int(self.state.global_step) + 1)
         kept = self.__dict__.get("_kept", {}).get(name)
         if kept is not None:

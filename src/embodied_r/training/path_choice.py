@@ -221,6 +221,9 @@ class PathRecord:
     check: dict[str, Any] | None = None  # the self-check's result (None: not run)
     timings_s: dict[str, float] | None = None  # median seconds per path on the first prompt group (auto only)
     timing_rounds: int | None = None  # rounds of both paths the medians are of (the check's calls are the first)
+    # Gap between the two medians within which the paths count as equally fast: more rounds ran while the
+    # first ones were within it (CLEAR_RATIO - 1), so a slower pick is at most this much slower.
+    timing_noise: float | None = None
     reason: str = ""
     cost_s: float = 0.0  # wall time the check and the timing took
     step: int | None = None  # the optimizer step (1-based) whose batch decided it
