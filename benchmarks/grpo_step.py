@@ -147,6 +147,9 @@ def whole_steps(model_path: str, args: argparse.Namespace, out: Path) -> dict[st
             judge={"probe": None, "allow_weak": False}, report_to="none", save_strategy="no", sample_completions=0,
             num_generations=generations, per_device_train_batch_size=prompts * generations,
             shared_prefix_update=shared, shared_prefix_generation=shared,
+            # The update is timed even where every reward is equal (a base model's are all 0): the passes cost
+            # the same whatever the advantages, and the default `skip` would leave nothing to time.
+            zero_variance_groups="update",
         )
         trainer, context = build_trainer(recipe_from_dict(recipe, source="benchmark"))
         trainer.train()
