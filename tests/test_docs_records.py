@@ -281,8 +281,20 @@ def shows(value: float, decimals: int, leaf: float) -> bool:
     return abs(leaf - value) <= 0.5 * 10.0**-decimals * (1 + 1e-9)
 
 
+def is_demo_record(record: object) -> bool:
+    """The demo's measured run (``embodied-r demo --record``): its numbers stand at the top of the record, not
+    under ``settings`` and ``results``, and its date is ``measured``."""
+    return isinstance(record, dict) and str(record.get("command", "")).startswith("embodied-r demo")
+
+
+def record_numbers(record: dict) -> list[float]:
+    if is_demo_record(record):
+        return numeric_leaves(record)
+    return [leaf for part in ("settings", "results") for leaf in numeric_leaves(record.get(part))]
+
+
 def read_records(names: list[str], folder: Path) -> tuple[list[dict], list[str]]:
-    """The records named, and a problem for each that cannot be read or has no ``results``."""
+    """The records named, and a problem for each that cannot be read or has no ``results`` (but the demo's)."""
     records, problems = [], []
     for name in names:
         path = folder / name
@@ -291,7 +303,7 @@ def read_records(names: list[str], folder: Path) -> tuple[list[dict], list[str]]
         except (OSError, ValueError) as exc:
             problems.append(f"{path}: cannot read the record ({exc})")
             continue
-        if not isinstance(record, dict) or not isinstance(record.get("results"), dict):
+        if not is_demo_record(record) and not (isinstance(record, dict) and isinstance(record.get("results"), dict)):
             problems.append(f"{path}: the record has no field 'results'")
             continue
         records.append(record)
@@ -319,14 +331,14 @@ def summary_problems(page: str, header: list[str], body: list[list[str]], folder
         problems += [f"{page}: {what!r}: {problem}" for problem in unreadable]
         if unreadable:
             continue
-        leaves = [leaf for r in records for part in ("settings", "results") for leaf in numeric_leaves(r.get(part))]
+        leaves = [leaf for r in records for leaf in record_numbers(r)]
         for column in QUOTING_COLUMNS:
             for written, value, decimals in quoted_numbers(row.get(column, "")):
                 if not any(shows(value, decimals, leaf) for leaf in leaves):
                     problems.append(f"{page}: {what!r}: {written} (in {column!r}) is no number of the settings or "
                                     f"results of {', '.join(names)}")
             for date in _DATE.findall(row.get(column, "")):
-                if date not in {r.get("date") for r in records}:
+                if date not in {r.get("date") or r.get("measured") for r in records}:
                     problems.append(f"{page}: {what!r}: the date {date} (in {column!r}) is not that of "
                                     f"{', '.join(names)}")
     return problems
@@ -374,6 +386,21 @@ def test_a_summary_number_that_differs_from_its_record_is_named(tmp_path: Path) 
     assert problems("1.39 ms against 3,576 ms", "2,584x")[0].startswith("performance.md: 'reading': 1.39 ")
     assert "the date 2026-12-06" in problems("1.38 ms (2026-12-06)", "2,584x")[0]
     assert problems("1 against 2", "x", "1 against 2") and "neither record names" in problems("1", "x", "soon")[0]
+
+
+def test_the_demo_record_is_read_whole(tmp_path: Path) -> None:
+    record = {"command": "embodied-r demo --minutes 15 --dtype float32", "measured": "2026-12-07",
+              "stages_s": 748.6, "peak_rss_gib": 4.14, "grpo_steps": 36}
+    (tmp_path / "demo.json").write_text(json.dumps(record), encoding="utf-8")
+    header = ["what", "project against baseline", "by", "goal", "section", "record"]
+
+    def problems(against: str) -> list[str]:
+        return summary_problems("performance.md", header, [["demo", against, "", "", "The demo", "demo.json"]],
+                                tmp_path)
+
+    assert problems("2026-12-07: 748.6 s of stages, peak 4.14 GiB, 36 GRPO steps") == []
+    assert problems("749.0 s of stages, peak 4.14 GiB")[0].startswith("performance.md: 'demo': 749.0 ")
+    assert "the date 2026-12-05" in problems("2026-12-05: 748.6 s")[0]
 
 
 def test_a_missing_record_or_one_without_results_is_named(tmp_path: Path) -> None:
