@@ -5,11 +5,9 @@ machine that measured it (the record is checked in)."""
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import json
 import os
 import shlex
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -19,13 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def bench_record() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("bench_record", ROOT / "benchmarks" / "bench_record.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench_record(load_benchmark) -> ModuleType:
+    return load_benchmark("bench_record")
 
 
 def test_the_record_holds_every_field(bench_record: ModuleType, tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -12,16 +11,10 @@ import pytest
 
 from embodied_r.core.records import PromptRow
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def heldout() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("robot_r1_heldout", ROOT / "benchmarks" / "robot_r1_heldout.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def heldout(load_benchmark) -> ModuleType:
+    return load_benchmark("robot_r1_heldout")
 
 
 def question(i: int, gold: str, options: list[str]) -> dict:
