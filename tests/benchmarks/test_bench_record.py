@@ -12,12 +12,13 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def bench_record(load_benchmark) -> ModuleType:
+def bench_record() -> ModuleType:
     return load_benchmark("bench_record")
 
 

@@ -15,10 +15,11 @@ from types import ModuleType
 
 import pytest
 import yaml
+from benchmark_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
-def ladder(load_benchmark) -> ModuleType:
+def ladder() -> ModuleType:
     return load_benchmark("ladder")
 
 

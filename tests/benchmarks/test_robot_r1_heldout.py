@@ -8,12 +8,13 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from benchmark_scripts import load_benchmark
 
 from embodied_r.core.records import PromptRow
 
 
 @pytest.fixture(scope="module")
-def heldout(load_benchmark) -> ModuleType:
+def heldout() -> ModuleType:
     return load_benchmark("robot_r1_heldout")
 
 
