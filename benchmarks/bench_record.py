@@ -20,6 +20,7 @@ import math
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +40,18 @@ def significant(value: float, digits: int = DIGITS) -> float:
     return round(value, digits - 1 - math.floor(math.log10(abs(value))))
 
 
+def map_leaves(tree: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``tree`` (dicts, lists, tuples) with ``leaf`` applied to every other value; tuples become lists."""
+    if isinstance(tree, dict):
+        return {str(key): map_leaves(value, leaf) for key, value in tree.items()}
+    if isinstance(tree, list | tuple):
+        return [map_leaves(value, leaf) for value in tree]
+    return leaf(tree)
+
+
 def rounded(tree: Any) -> Any:
     """``tree`` with every float rounded by :func:`significant` (ints, bools and strings as they are)."""
-    if isinstance(tree, float):
-        return significant(tree)
-    if isinstance(tree, dict):
-        return {str(key): rounded(value) for key, value in tree.items()}
-    if isinstance(tree, list | tuple):
-        return [rounded(value) for value in tree]
-    return tree
+    return map_leaves(tree, lambda value: significant(value) if isinstance(value, float) else value)
 
 
 def portable(text: str) -> str:
@@ -71,28 +75,16 @@ def command_line(benchmark: str, argv: list[str]) -> str:
     return shlex.join(["python", f"benchmarks/{benchmark}.py", *(portable(arg) for arg in argv)])
 
 
-def _portable_settings(tree: Any) -> Any:
-    if isinstance(tree, str):
-        return portable(tree)
-    if isinstance(tree, dict):
-        return {key: _portable_settings(value) for key, value in tree.items()}
-    if isinstance(tree, list):
-        return [_portable_settings(value) for value in tree]
-    return tree
-
-
 def machine_now() -> dict[str, Any]:
     """The demo record's description of the CPU, plus the 1-minute load average at writing time: on a
     shared machine the load says how far the timings may be off."""
     from embodied_r.demo_record import machine
 
-    described = machine()
-    if "load_1min" not in described:
-        try:
-            described["load_1min"] = round(os.getloadavg()[0], 2)
-        except OSError:  # no load average on this platform
-            described["load_1min"] = None
-    return described
+    try:
+        load = round(os.getloadavg()[0], 2)
+    except OSError:  # no load average on this platform
+        load = None
+    return {**machine(), "load_1min": load}
 
 
 def write_record(path: str | os.PathLike[str], benchmark: str, argv: list[str] | None, settings: dict[str, Any],
@@ -107,7 +99,7 @@ def write_record(path: str | os.PathLike[str], benchmark: str, argv: list[str] |
         "date": _dt.datetime.now(_dt.timezone.utc).date().isoformat(),
         "command": command_line(benchmark, list(sys.argv[1:] if argv is None else argv)),
         "machine": machine_now(),
-        "settings": rounded(_portable_settings(settings)),
+        "settings": rounded(map_leaves(settings, lambda value: portable(value) if isinstance(value, str) else value)),
         "results": rounded(results),
     }
     atomic_write_json(path, record)  # temporary file in the same folder, then os.replace

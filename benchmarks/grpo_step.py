@@ -56,6 +56,8 @@ from typing import Any
 
 from bench_record import add_record_argument, write_record
 
+RUN_STEPS = 30  # --self-check sets the check's cost against a run of this many steps
+
 
 def plain_trl(model_path: str, dataset: Any, args: argparse.Namespace, out: Path) -> list[dict[str, float]]:
     from trl import GRPOConfig, GRPOTrainer
@@ -187,7 +189,7 @@ def self_check_cost(model_path: str, args: argparse.Namespace, out: Path) -> dic
     check_s = sum(entry["cost_s"] for entry in record.values())
     return {"fast_paths": record, "steps": steps, "check_s": check_s, "step_s": later,
             "first_step_excess_s": steps[0]["step_s"] - later,
-            "share_of_30_steps": check_s / (30 * later + check_s)}
+            "share_of_30_steps": check_s / (RUN_STEPS * later + check_s)}
 
 
 def print_self_check(results: dict[str, Any], args: argparse.Namespace) -> None:
@@ -205,7 +207,7 @@ def print_self_check(results: dict[str, Any], args: argparse.Namespace) -> None:
     print(f"step time (steps 2..{args.steps}, no check): {later:.2f} s; check + timing: {check:.2f} s "
           f"(step 1 took {results['first_step_excess_s']:+.2f} s more than the later steps)")
     print(f"self-check share of a 30-step run: {100 * results['share_of_30_steps']:.1f}% "
-          f"({check:.2f} s of {30 * later + check:.1f} s)")
+          f"({check:.2f} s of {RUN_STEPS * later + check:.1f} s)")
 
 
 def print_whole_steps(results: dict[str, Any], args: argparse.Namespace) -> None:
@@ -447,7 +449,8 @@ def record_results(mode: str, results: Any) -> dict[str, Any]:
               "per_row_s": (entry["timings_s"] or {}).get("per-row"), "rounds": entry.get("timing_rounds"),
               "cost_s": entry["cost_s"]} for name, entry in results["fast_paths"].items()]
     return {"fast_paths": paths, "step_s": later, "check_s": check,
-            "first_step_excess_s": results["first_step_excess_s"], "run_steps": 30, "run_s": 30 * later + check,
+            "first_step_excess_s": results["first_step_excess_s"], "run_steps": RUN_STEPS,
+            "run_s": RUN_STEPS * later + check,
             "share_of_30_steps_pct": 100 * results["share_of_30_steps"]}
 
 

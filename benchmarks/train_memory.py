@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_record import add_record_argument, write_record
-from grpo_step import micro_batches, update_members, update_trainer
+from grpo_step import micro_batches, parse_shape, update_members, update_trainer
 
 
 def peak_gib() -> float:
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{abs(whole['loss'] - r['loss']):.2e}, gradient rel. diff {differences[key]:.2e}")
         print(line)
     if args.record is not None:
-        prompts, generations = (int(x) for x in args.shape.lower().split("x"))
+        prompts, generations = parse_shape(args.shape)
         settings = {"model": args.model, "shape": args.shape, "prompts": prompts, "generations": generations,
                     "prompt_tokens": args.prompt_tokens, "completion_tokens": args.completion_tokens,
                     "budget": args.budget, "checkpoint_over": args.checkpoint_over, "cap_gib": args.cap_gib}

@@ -180,11 +180,11 @@ class FastPathsMixin:
     def _measure_update(self, model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int,
                         batch_size: int | None, groups: list[list[int]], setting: str) -> Measurement:
         completion_mask = attention_mask[:, -logits_to_keep:]
-        scored = [[i for i in g if bool(completion_mask[i].any())] for g in groups]
-        whole = next((g for g in scored if len(g) > 1), None)
-        group = None if whole is None else whole[:path_choice.CHECK_ROWS]
-        if group is None:
+        scored = ([i for i in g if bool(completion_mask[i].any())] for g in groups)
+        whole = next((g for g in scored if len(g) > 1), None)  # the first group with two scored rows
+        if whole is None:
             return Measurement(unavailable="no prompt group has two rows with an unmasked completion")
+        group = whole[:path_choice.CHECK_ROWS]
         rows = torch.tensor(group, device=input_ids.device)
         ids, mask = input_ids[rows], attention_mask[rows]
         sync = torch.cuda.synchronize if input_ids.is_cuda else None

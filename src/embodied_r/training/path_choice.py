@@ -48,11 +48,11 @@ CLEAR_RATIO = 1.15
 # dominates depends on the budget and the device (on an H200 the per-token step does, docs/gpus.md).
 CHECK_NEW_TOKENS = 8
 # Rows of the first group that the check and the timing use (fewer when the group has fewer). Two rows are
-# the least that share a prefix, so the packing is exercised; the per-row path's cost grows with the rows,
-# and on all of a 2 x 4 group the check was 6.9 % of a 30-step CPU run. Timed on two rows, the shared-prefix
-# path's lead is the smallest it can be (its prompt is encoded once however many rows share it): where it is
-# faster on two rows it is faster on the group, and where it is not, the per-row path is kept, which is
-# never slower than the per-row path.
+# the least that share a prefix, so the packing is exercised; the per-row paths' cost grows with the rows,
+# and on all of a 2 x 4 group the check was 6.9 % of a 30-step CPU run. For the update, two rows are the
+# shared path's smallest lead (the prompt is encoded once however many rows share it), so a win on two
+# rows holds on the group. For sampling the per-token step may scale differently with the rows (on an H200
+# it was the slower part of the shared path, docs/gpus.md); that is not measured yet.
 CHECK_ROWS = 2
 
 
@@ -221,8 +221,8 @@ class PathRecord:
     check: dict[str, Any] | None = None  # the self-check's result (None: not run)
     timings_s: dict[str, float] | None = None  # median seconds per path on the first prompt group (auto only)
     timing_rounds: int | None = None  # rounds of both paths the medians are of (the check's calls are the first)
-    # Gap between the two medians within which the paths count as equally fast: more rounds ran while the
-    # first ones were within it (CLEAR_RATIO - 1), so a slower pick is at most this much slower.
+    # Gap between the two medians within which the paths count as equally fast (CLEAR_RATIO - 1): more rounds
+    # ran while the first ones were within it, so a pick that is slower is so by about this much at most.
     timing_noise: float | None = None
     reason: str = ""
     cost_s: float = 0.0  # wall time the check and the timing took
