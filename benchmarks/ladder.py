@@ -531,7 +531,7 @@ def evaluate(args: argparse.Namespace, name: str, model: Path, data: Path, train
     part = part or args.part
     out = args.out / "evals" / part / name
     progress.run(f"eval:{part}:{name}",
-                 ["eval", "--data", str(data), "--model", str(model), "--out", str(out), "--batch-size", "8",
+                 ["eval", "--data", str(data), "--model", str(model), "--out", str(out), "--batch-size", "32",
                   "--max-new-tokens", str(args.max_new_tokens), "--dtype", args.dtype,
                   "--baselines", baselines, "--prior-from", str(train), "--no-report"])
 

@@ -156,7 +156,7 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
     """The demo's stages with their exact CLI arguments."""
     out = Path(out)
     world, kf, prompts = out / "world", out / "keyframes", out / "prompts"
-    eval_args = ["--batch-size", "8", "--max-new-tokens", str(size.max_new_tokens), "--dtype", size.dtype,
+    eval_args = ["--batch-size", "32", "--max-new-tokens", str(size.max_new_tokens), "--dtype", size.dtype,
                  "--prior-from", str(prompts / "train.jsonl")]
     limit = ["--limit", str(size.eval_limit)] if size.eval_limit else []
     tasks = ["--tasks", ",".join(size.tasks)] if size.tasks else []

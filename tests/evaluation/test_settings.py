@@ -24,7 +24,7 @@ def test_the_defaults_are_run_evals_old_ones() -> None:
     assert (settings.limit, settings.shard, settings.prompt_input, settings.perception, settings.report) == (
         None, None, "auto", None, True)
     assert settings.accuracy_rule == DEFAULT_ACCURACY_RULE
-    assert settings.generation == GenerationSettings(batch_size=8, max_new_tokens=256, dtype="auto", engine="auto",
+    assert settings.generation == GenerationSettings(batch_size=32, max_new_tokens=256, dtype="auto", engine="auto",
                                                      prompt_version=None, completion_prefix="",
                                                      context=ContextPolicy(), from_recipe=None)
     assert settings.baselines == BaselineSettings(names=("random", "prior", "answer-prior"), direct_max_new_tokens=16,

@@ -44,7 +44,8 @@ def add_generation_arguments(parser: Any, limit_help: str) -> None:
     """``--limit``, ``--batch-size``, ``--max-new-tokens`` and ``--dtype``, as every generating command
     has them."""
     parser.add_argument("--limit", type=int, default=None, help=limit_help)
-    parser.add_argument("--batch-size", type=int, default=8, help="prompts per generate() call (default: 8)")
+    parser.add_argument("--batch-size", type=int, default=32,
+                        help="prompts per batch, within the context policy's token budget (default: 32)")
     parser.add_argument("--max-new-tokens", type=int, default=256,
                         help="completion length cap (default: 256)")
     parser.add_argument("--dtype", default="auto", help="auto | bfloat16 | float32 (default: auto)")

@@ -7,7 +7,7 @@ their perception, how choices are scored, the report) sit on :class:`EvalSetting
 is checked when the object is built, so a bad one fails before any model or data file is loaded.
 
 >>> EvalSettings(generation=GenerationSettings(max_new_tokens=64)).generation.batch_size
-8
+32
 >>> EvalSettings(shard=(2, 2))
 Traceback (most recent call last):
 ...
@@ -47,7 +47,7 @@ class GenerationSettings:
     (default: drop the oldest frames). ``from_recipe`` is what ``eval --recipe`` took from a training
     recipe, recorded as it is under ``generation.from_recipe``."""
 
-    batch_size: int = 8
+    batch_size: int = 32
     max_new_tokens: int = 256
     dtype: str = "auto"
     engine: str = "auto"

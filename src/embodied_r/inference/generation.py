@@ -5,19 +5,22 @@ grouped by token length to waste little compute on padding, and batches are boun
 (rows x (longest prompt + new tokens)) so that one long prompt cannot multiply memory. Every prompt is
 first fitted to the model's context by the context policy (``embodied_r.inference.context_policy``).
 
-Every official-format reasoner prompt starts with the same ~220 tokens (system prompt, role sentence,
-video header), 15-65% of the prompt. ``generate_batch`` therefore runs that shared prefix once, copies
-its key/value cache to every row, and lays each row out as ``[prefix][padding][own tokens]`` with the
-padding masked; position ids follow the attention mask, so every row sees exactly the positions it
-would see alone, and greedy outputs are unchanged (checked in tests against the plain path).
+Every official-format reasoner prompt starts with the same ~220 tokens, 15-65% of the prompt, so
+``generate_batch`` runs that shared prefix once (``batch_layout``); greedy outputs are unchanged
+(checked in tests against the plain path). Greedy batches of an engine go through ``greedy.greedy_decode``
+(a reserved cache, finished rows leaving the batch) once its first batch has shown that loop to give
+``model.generate``'s tokens on this model (``TransformersEngine.greedy_loop_report``).
 """
 
 from __future__ import annotations
 
+import logging
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from embodied_r.core.chat import Messages
+from embodied_r.inference.batch_layout import cache_keyword, prefix_layout, shared_prefix_length
 from embodied_r.inference.context_policy import (
     ContextError,
     ContextPolicy,
@@ -27,38 +30,26 @@ from embodied_r.inference.context_policy import (
     token_budget_batches,
 )
 
+logger = logging.getLogger(__name__)
+
 # Below this many shared tokens the extra forward pass is not worth it.
 MIN_SHARED_PREFIX = 32
-
-
-def shared_prefix_length(token_lists: Sequence[Sequence[int]]) -> int:
-    """Length of the common token prefix, always leaving every row at least one token of its own.
-
-    >>> shared_prefix_length([[1, 2, 3, 4], [1, 2, 3, 9, 9], [1, 2, 5]])
-    2
-    >>> shared_prefix_length([[1, 2], [1, 2]])
-    1
-    """
-    length = 0
-    while all(len(t) > length + 1 for t in token_lists) and len({t[length] for t in token_lists}) == 1:
-        length += 1
-    return length
-
-
-def cache_keyword(model: Any) -> str:
-    # transformers 5.x renamed ``past_key_values`` to ``cache`` (the old name is deprecated).
-    import inspect
-
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+# Rows of the first greedy batch decoded both ways before the loop is trusted for a model.
+GREEDY_CHECK_ROWS = 2
+# The check's outcome per loaded model, so a process checks each model once (training's held-out
+# evaluations build a new engine each time).
+_GREEDY_CHECKS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
 def generate_batch(model: Any, tokenizer: Any, texts: Sequence[str] | None, max_new_tokens: int,
                    do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
                    share_prefix: bool = True, token_lists: Sequence[Sequence[int]] | None = None,
-                   top_k: int | None = None) -> list[str]:
+                   top_k: int | None = None, greedy_loop: bool = False) -> list[str]:
     """Generate one completion per already-templated text (or per ``token_lists`` entry, already
     tokenised); returns only the new text. When sampling, ``top_k`` (0: off, as TRL's GRPO default)
-    replaces the model's own generation config value; None keeps it."""
+    replaces the model's own generation config value; None keeps it. ``greedy_loop`` decodes a greedy
+    batch with ``greedy.greedy_decode`` instead of ``model.generate`` (callers check it first, as
+    ``TransformersEngine`` does)."""
     import torch
 
     kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "pad_token_id": tokenizer.pad_token_id}
@@ -71,6 +62,12 @@ def generate_batch(model: Any, tokenizer: Any, texts: Sequence[str] | None, max_
     if token_lists is None:
         token_lists = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts or ()]
     prefix = shared_prefix_length(token_lists) if share_prefix and len(token_lists) > 1 else 0
+    if greedy_loop and not do_sample:
+        from embodied_r.inference.greedy import greedy_decode
+
+        shared = prefix if prefix >= MIN_SHARED_PREFIX else 0
+        continuations = greedy_decode(model, token_lists, shared, tokenizer.pad_token_id, max_new_tokens)
+        return tokenizer.batch_decode(continuations, skip_special_tokens=True)
     if prefix >= MIN_SHARED_PREFIX:
         input_ids, attention = prefix_layout(token_lists, prefix, tokenizer.pad_token_id, model.device)
         kwargs[cache_keyword(model)] = _prefix_cache(model, token_lists[0][:prefix], len(token_lists))
@@ -92,21 +89,6 @@ def _prefix_cache(model: Any, prefix: Sequence[int], rows: int) -> Any:
               **{cache_keyword(model): cache})
     cache.batch_repeat_interleave(rows)
     return cache
-
-
-def prefix_layout(token_lists: Sequence[Sequence[int]], prefix: int, pad_id: int, device: Any) -> tuple[Any, Any]:
-    """``[prefix][padding][own tokens]`` ids and mask; the padding sits where no row attends to it (with
-    ``prefix`` 0: plain left padding, the layout of TRL's generation batch)."""
-    import torch
-
-    width = max(len(t) - prefix for t in token_lists)
-    ids, mask = [], []
-    for tokens in token_lists:
-        own = list(tokens[prefix:])
-        gap = width - len(own)
-        ids.append(list(tokens[:prefix]) + [pad_id] * gap + own)
-        mask.append([1] * prefix + [0] * gap + [1] * len(own))
-    return torch.tensor(ids, device=device), torch.tensor(mask, device=device)
 
 
 def generate_chats(model: Any, tokenizer: Any, conversations: Sequence[Messages], max_new_tokens: int = 256,
@@ -193,8 +175,9 @@ class TransformersEngine(Engine):
 
     name = "transformers"
 
-    def __init__(self, model: Any, tokenizer: Any) -> None:
+    def __init__(self, model: Any, tokenizer: Any, greedy_loop: bool = True) -> None:
         self.model, self.tokenizer = model, tokenizer
+        self.greedy_loop = greedy_loop
 
     def context_length(self) -> int:
         return model_context_length(self.model)
@@ -206,10 +189,46 @@ class TransformersEngine(Engine):
         _require_unskipped(fitted)
 
         def generate(batch: list[int]) -> list[str]:
-            return generate_batch(self.model, self.tokenizer, None, max_new_tokens,
-                                  token_lists=[fitted[i].token_ids for i in batch], **sampling)
+            token_lists = [fitted[i].token_ids for i in batch]
+            loop = not sampling.get("do_sample") and self.greedy_loop_works(token_lists, max_new_tokens)
+            return generate_batch(self.model, self.tokenizer, None, max_new_tokens, token_lists=token_lists,
+                                  greedy_loop=loop, **sampling)
 
         return batched_completions(fitted, max_new_tokens, batch_size, context, generate, on_batch)
+
+    def greedy_loop_works(self, token_lists: Sequence[Sequence[int]], max_new_tokens: int) -> bool:
+        """Whether greedy batches may use the loop: on the first call for a model, its first
+        ``GREEDY_CHECK_ROWS`` rows are decoded by the loop and by ``model.generate`` as the same batch,
+        and the loop is used only if every token agrees; the outcome is kept for the model."""
+        if not self.greedy_loop:
+            return False
+        report = self.greedy_loop_report
+        if report is None:
+            report = _GREEDY_CHECKS[self.model] = self._check_greedy_loop(token_lists[:GREEDY_CHECK_ROWS],
+                                                                          max_new_tokens)
+        return bool(report["used"])
+
+    @property
+    def greedy_loop_report(self) -> dict[str, Any] | None:
+        """The first-batch check's outcome for this engine's model (None before any greedy batch)."""
+        return _GREEDY_CHECKS.get(self.model)
+
+    def _check_greedy_loop(self, token_lists: Sequence[Sequence[int]], max_new_tokens: int) -> dict[str, Any]:
+        from embodied_r.inference.greedy import unsupported_reason
+
+        reason = unsupported_reason(self.model)
+        if reason is not None:
+            logger.info("greedy decoding through model.generate: %s", reason)
+            return {"used": False, "reason": reason}
+        rows = list(token_lists)
+        loop = generate_batch(self.model, self.tokenizer, None, max_new_tokens, token_lists=rows, greedy_loop=True)
+        plain = generate_batch(self.model, self.tokenizer, None, max_new_tokens, token_lists=rows)
+        agreed = loop == plain
+        if not agreed:
+            logger.warning("the greedy loop disagreed with model.generate on %d checked row(s); decoding through "
+                           "model.generate for this model", len(rows))
+        return {"used": agreed, "checked_rows": len(rows), "agreed": agreed,
+                **({} if agreed else {"reason": "disagreed with model.generate on the first batch"})}
 
 
 class VLLMEngine(Engine):

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from embodied_r.core.chat import last_user_text
 from embodied_r.core.parsing import DEFAULT_LETTERS, NO_OPTION, option_letters, option_texts
+from embodied_r.inference.batch_layout import cache_keyword
 from embodied_r.inference.context_policy import model_context_length, token_budget_batches
 from embodied_r.judge.letter_mask import mask_option_letters
 
@@ -433,7 +434,7 @@ class ReferenceJudge:
                     input_ids=options.to(device),
                     attention_mask=torch.cat([prompt_mask.repeat_interleave(k, dim=0), option_mask], -1).to(device),
                     position_ids=option_positions.to(device),
-                    **{_cache_argument(self.model): cache},
+                    **{cache_keyword(self.model): cache},
                 ).logits.float().log_softmax(-1)
             options, option_mask = options.to(device), option_mask.to(device)
             token_logp = first_logp.gather(1, options[:, :1])  # the first option token, from the prompt
@@ -467,14 +468,6 @@ class ReferenceJudge:
         if self.no_basis is not None and scores[best] < self.no_basis:
             return NO_OPTION
         return best
-
-
-def _cache_argument(model: Any) -> str:
-    """The forward argument that takes a KV cache: ``cache`` in recent transformers 5 releases,
-    ``past_key_values`` before (and still accepted, with a deprecation warning)."""
-    import inspect
-
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 def default_device() -> str:

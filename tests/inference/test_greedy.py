@@ -1,0 +1,172 @@
+"""The greedy loop gives ``model.generate``'s tokens: with a shared prefix, with rows that end early,
+on a sliding-window model; and the engine checks it on its first batch before using it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from embodied_r.core.chat import render_chat
+from embodied_r.inference import generation, greedy
+from embodied_r.inference.generation import TransformersEngine, generate_batch
+from embodied_r.methods.embodied_r.prompts import build_reasoner_messages
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """A 2-layer Llama whose greedy text depends on its prompt (the shared tiny model, at the default
+    initialisation, says one token forever, which would make every comparison here trivial)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tests.tiny_models import build_tiny_tokenizer
+
+    tokenizer = build_tiny_tokenizer()
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, initializer_range=0.2,
+                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                         bos_token_id=tokenizer.bos_token_id, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config).eval(), tokenizer
+
+
+def reasoner_texts(tokenizer, count: int = 4) -> list[str]:
+    objects = ("sofa", "red chair", "tv", "door", "bed", "lamp")[:count]
+    return [render_chat(tokenizer, build_reasoner_messages([{"delta": f"A {o} ahead."},
+                                                            {"action": "turn left", "delta": "A door."}],
+                                                           f"Where is object {i}?", ["A. left", "B. right"]))
+            for i, o in enumerate(objects)]
+
+
+def token_lists(tokenizer, texts: list[str]) -> list[list[int]]:
+    return [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+
+
+def test_the_loop_gives_generates_tokens_with_a_shared_prefix(tiny) -> None:
+    model, tokenizer = tiny
+    texts = reasoner_texts(tokenizer)
+    loop = generate_batch(model, tokenizer, texts, max_new_tokens=16, greedy_loop=True)
+    plain = generate_batch(model, tokenizer, texts, max_new_tokens=16)
+    assert loop == plain
+    assert len(set(loop)) == len(loop)  # every row says something of its own, so rows were not mixed up
+
+
+def test_rows_that_end_early_leave_the_batch_without_changing_the_others(tiny, monkeypatch) -> None:
+    model, tokenizer = tiny
+    rows = token_lists(tokenizer, reasoner_texts(tokenizer))
+    first = greedy.greedy_decode(model, rows, 0, tokenizer.pad_token_id, max_new_tokens=12)
+    # The random model does not say its end token within 12 steps; make the end token the first one of
+    # row 0's (after its first step) that some other row never says, so rows end at different steps.
+    stop = next(t for t in first[0][1:] if any(t not in other for other in first[1:]))
+    monkeypatch.setattr(model.generation_config, "eos_token_id", stop)
+    selected: list[int] = []
+    from embodied_r.inference import reserved_cache
+
+    original = reserved_cache.ReservedLayer.batch_select_indices
+
+    def spy(self, indices):
+        selected.append(len(indices))
+        return original(self, indices)
+
+    monkeypatch.setattr(reserved_cache.ReservedLayer, "batch_select_indices", spy)
+    loop = greedy.greedy_decode(model, rows, 0, tokenizer.pad_token_id, max_new_tokens=12)
+    assert selected  # some row left the batch mid-way
+    assert loop[0][-1] == stop and len(loop[0]) < 12
+    assert any(len(c) == 12 for c in loop)  # and some row went on to the end
+    plain = model.generate(**_left_padded(rows, tokenizer), max_new_tokens=12, do_sample=False,
+                           pad_token_id=tokenizer.pad_token_id)
+    width = max(map(len, rows))
+    for row, continuation in zip(plain[:, width:].tolist(), loop):
+        assert row[:len(continuation)] == continuation
+        assert all(t == tokenizer.pad_token_id for t in row[len(continuation):])
+
+
+def _left_padded(rows: list[list[int]], tokenizer) -> dict:
+    ids, mask = generation.prefix_layout(rows, 0, tokenizer.pad_token_id, "cpu")
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def test_the_engine_checks_the_loop_once_and_uses_it(tiny, monkeypatch) -> None:
+    model, tokenizer = tiny
+    generation._GREEDY_CHECKS.pop(model, None)
+    engine = TransformersEngine(model, tokenizer)
+    calls: list[int] = []
+    original = greedy.greedy_decode
+
+    def counted(*args, **kwargs):
+        calls.append(len(args[1]))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(greedy, "greedy_decode", counted)
+    conversations = [build_reasoner_messages([{"delta": "A lamp."}], f"Question {i}?", ["A. x", "B. y"])
+                     for i in range(5)]
+    answers = engine.generate_chats(conversations, max_new_tokens=8, batch_size=2)
+    report = engine.greedy_loop_report
+    assert report == {"used": True, "checked_rows": 2, "agreed": True}
+    assert calls == [2, 2, 2, 1]  # the check's two rows, then every batch through the loop
+    plain = TransformersEngine(model, tokenizer, greedy_loop=False).generate_chats(conversations, 8, batch_size=2)
+    assert answers == plain
+    TransformersEngine(model, tokenizer).generate_chats(conversations[:1], max_new_tokens=8)
+    assert calls == [2, 2, 2, 1, 1]  # a new engine on the same model does not check again
+
+
+def test_a_loop_that_disagrees_is_not_used(tiny, monkeypatch) -> None:
+    model, tokenizer = tiny
+    generation._GREEDY_CHECKS.pop(model, None)
+
+    def wrong(model, token_lists, prefix, pad_id, max_new_tokens):
+        return [[tokenizer.convert_tokens_to_ids("A")] * max_new_tokens for _ in token_lists]
+
+    monkeypatch.setattr(greedy, "greedy_decode", wrong)
+    engine = TransformersEngine(model, tokenizer)
+    conversations = [build_reasoner_messages([{"delta": "A lamp."}], f"Question {i}?", ["A. x", "B. y"])
+                     for i in range(3)]
+    answers = engine.generate_chats(conversations, max_new_tokens=8, batch_size=2)
+    assert engine.greedy_loop_report == {"used": False, "checked_rows": 2, "agreed": False,
+                                         "reason": "disagreed with model.generate on the first batch"}
+    assert answers == TransformersEngine(model, tokenizer, greedy_loop=False).generate_chats(conversations, 8)
+    generation._GREEDY_CHECKS.pop(model, None)
+
+
+def test_a_generation_config_that_changes_greedy_decoding_keeps_generate(tiny, monkeypatch) -> None:
+    model, tokenizer = tiny
+    generation._GREEDY_CHECKS.pop(model, None)
+    monkeypatch.setattr(model.generation_config, "repetition_penalty", 1.3)
+    assert greedy.unsupported_reason(model) == "the model's generation config sets repetition_penalty=1.3"
+    with pytest.raises(ValueError, match="repetition_penalty"):
+        greedy.greedy_decode(model, [[1, 2, 3]], 0, tokenizer.pad_token_id, 4)
+    engine = TransformersEngine(model, tokenizer)
+    engine.generate_chats([build_reasoner_messages([{"delta": "A lamp."}], "Q?", ["A. x", "B. y"])], 4)
+    assert engine.greedy_loop_report == {"used": False,
+                                         "reason": "the model's generation config sets repetition_penalty=1.3"}
+    generation._GREEDY_CHECKS.pop(model, None)
+
+
+def test_the_reserved_cache_refuses_to_overflow() -> None:
+    from embodied_r.inference.reserved_cache import reserved_cache
+
+    cache = reserved_cache(1, capacity=3)
+    cache.update(torch.zeros(1, 2, 2, 4), torch.zeros(1, 2, 2, 4), 0)
+    with pytest.raises(RuntimeError, match="holds 3 positions; 2 are used and 2 more"):
+        cache.update(torch.zeros(1, 2, 2, 4), torch.zeros(1, 2, 2, 4), 0)
+
+
+def test_the_loop_gives_generates_tokens_on_a_sliding_window_model(tmp_path: Path) -> None:
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    from tests.tiny_models import build_tiny_tokenizer
+
+    tokenizer = build_tiny_tokenizer()
+    config = Gemma3TextConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                              num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
+                              layer_types=["sliding_attention", "full_attention"],
+                              pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                              bos_token_id=tokenizer.bos_token_id)
+    torch.manual_seed(0)
+    model = Gemma3ForCausalLM(config).eval()
+    texts = reasoner_texts(tokenizer, 3)
+    assert greedy.unsupported_reason(model) is None
+    loop = generate_batch(model, tokenizer, texts, max_new_tokens=20, greedy_loop=True)
+    assert loop == generate_batch(model, tokenizer, texts, max_new_tokens=20)
