@@ -49,6 +49,8 @@ SFT_THINK = "listed"
 SFT_BATCH = 2
 SFT_MICRO_BATCH = 1
 MIN_GRPO_STEPS = 20  # the demo is sized so that at least this many GRPO steps run on the slowest 2-core CPU
+FULL_DEMO_SCENES = 160
+FULL_DEMO_TEST_SHARE = 0.75  # 120 of the 160 scenes' questions held out for the verdict
 
 
 @dataclass
@@ -74,18 +76,23 @@ class DemoSize:
     @classmethod
     def for_minutes(cls, minutes: float) -> DemoSize:
         # Measured at float32 on a 2-core CPU (docs/performance.md): a GRPO step of 2 prompts x 4 completions
-        # of the last action takes ~15 s, a supervised example ~6 s, rendering ~1 s a scene, and one
-        # evaluation of the ~40 held-out questions well under a minute. The train stage's time budget
-        # (``train_minutes``, measured as the demo runs) stops GRPO on a slower CPU.
+        # of the last action takes ~12-15 s, a supervised example ~5 s, rendering ~0.65 s a scene, and one
+        # evaluation of the 120 held-out questions about 2 minutes (mostly encoding ~375-token prompts at
+        # float32). ``train_steps`` is a cap: the train stage's time budget (``train_minutes``, measured as the
+        # demo runs) stops GRPO where the other stages leave no more time (18 steps at 120 questions on an
+        # AVX-512 machine, short of MIN_GRPO_STEPS; docs/performance.md, "The demo").
         if minutes < 3:
             raise ValueError("the demo needs at least 3 minutes")
         small = minutes < 10
         fixed_minutes = 2.0 if small else 6.0
         steps = int(max(2.0, (minutes - fixed_minutes) * 60 / 15))
-        # 80 scenes: one last-action question each, 40 held out, so the exact test has questions to tell
-        # a change from chance; 40 training prompts, one SFT pass of 20 steps x 2 prompts.
-        return cls(scenes=12 if small else 80, seconds=12, per_task=1, train_steps=min(steps, 40),
-                   eval_limit=0, max_new_tokens=64, sft_steps=3 if small else 20, tasks=DEMO_TASKS)
+        # 160 scenes, one last-action question each: 120 held out, so the exact paired test can tell a change
+        # of a few questions from chance, and 40 for training (one SFT pass of 20 steps x 2 prompts).
+        if small:
+            return cls(scenes=12, seconds=12, per_task=1, train_steps=min(steps, 40), eval_limit=0,
+                       max_new_tokens=64, sft_steps=3, tasks=DEMO_TASKS)
+        return cls(scenes=FULL_DEMO_SCENES, seconds=12, per_task=1, train_steps=min(steps, 40), eval_limit=0,
+                   max_new_tokens=64, sft_steps=20, tasks=DEMO_TASKS, test_share=FULL_DEMO_TEST_SHARE)
 
 
 @dataclass
@@ -169,7 +176,8 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
                "--resolution", "320x240", "--fps", "10", "--seconds", str(size.seconds),
                "--per-task", str(size.per_task), "--workers", str(workers)], [str(world)]),
         Stage("keyframes", "select key frames (ORB + RANSAC overlap, as Embodied-R)",
-              # At most 6 key frames keeps prompts near 400 tokens, which the CPU budget needs.
+              # At most 6 key frames keeps prompts near 400 tokens, which the CPU budget needs. At most 4
+              # saved 2 % of the demo's time and left the last action stated for 46.7 % of questions, not 85 %.
               ["keyframes", str(world / "videos" / "*.mp4"), "--out", str(kf), "--workers", str(workers),
                "--max-frames", "6"],
               [str(kf)]),

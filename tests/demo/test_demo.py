@@ -30,6 +30,9 @@ def test_the_full_demo_is_sized_for_twenty_grpo_steps_on_its_tasks() -> None:
     size = DemoSize.for_minutes(15)
     assert size.train_steps >= MIN_GRPO_STEPS and size.tasks == DEMO_TASKS
     assert size.prompt_version == "compact-v1"
+    # The verdict is on at least 120 held-out questions (one per scene of the test part, none dropped).
+    assert (size.scenes - round(size.scenes * (1 - size.test_share))) * size.per_task >= 120
+    assert size.eval_limit == 0 and size.span is None
 
 
 def test_plan_chains_each_stage_into_the_next(tmp_path: Path) -> None:

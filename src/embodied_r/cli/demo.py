@@ -95,9 +95,9 @@ def print_grpo_steps(train: dict[str, Any]) -> None:
     else:
         console().print(f"GRPO: {ran} steps", markup=False)
     if ran < MIN_GRPO_STEPS:
-        console().print(f"warning: fewer than {MIN_GRPO_STEPS} GRPO steps ran, the demo's aim on a 2-core CPU: "
-                        "this machine is slower than the one it was sized on; --minutes gives it more time",
-                        markup=False)
+        console().print(f"warning: fewer than {MIN_GRPO_STEPS} GRPO steps ran, the demo's aim: the stages before "
+                        "training and the evaluation after it left too little of the time budget; --minutes "
+                        "gives it more time", markup=False)
 
 
 def baseline_cell(metrics: dict[str, Any], name: str, task: str | None, interval: bool = True) -> str:
