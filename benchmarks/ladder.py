@@ -349,6 +349,21 @@ def warmup_name(args: argparse.Namespace) -> str:
     return f"{args.warmup_think}-{args.warmup_steps}-{tasks}{model}"
 
 
+def warmup_base_model(name: str) -> str:
+    """The reasoner a warm-up (and so its arm) started from, read back from :func:`warmup_name`'s name
+    (think style, steps, tasks, then a model other than the default, sanitised as there).
+
+    >>> warmup_base_model("listed-48-last_action"), warmup_base_model("letter-first-8-a+b-gemma3_270m")
+    ('smollm2-135m-instruct', 'gemma3_270m')
+    """
+    from embodied_r.inference.models import DEFAULT_REASONER
+    from embodied_r.training.warmup import THINK_STYLES
+
+    think = next((style for style in THINK_STYLES if name.startswith(style + "-")), None)
+    parts = name[len(think) + 1:].split("-", 2) if think else []
+    return parts[2] if len(parts) == 3 else DEFAULT_REASONER
+
+
 def warm_up(args: argparse.Namespace, train: Path, progress: Progress) -> Path:
     """The format warm-up, once per setting, into ``OUT/warmups/<name>/warmup/model``; with
     ``--warmup-steps 0`` there is none and the base model stands in for it (SFT starts from it)."""
@@ -1026,7 +1041,9 @@ def record(result: dict[str, Any]) -> dict[str, Any]:
             runs += run_records(arm, info, task, row, result, where)
             compared += comparison_records(arm, task, row, result["tasks"][task]["too_few"])
     written = {**where, "questions": result["questions"],
-               "arms": {arm: {"warmup": info["settings"]["warmup"], "grpo_from": info["settings"].get("grpo_from"),
+               "arms": {arm: {"warmup": info["settings"]["warmup"],
+                              "base_model": warmup_base_model(info["settings"]["warmup"]),
+                              "grpo_from": info["settings"].get("grpo_from"),
                               "seeds": info["seeds"], "variants": sorted(info["settings"].get("variants") or {})}
                         for arm, info in result["arms"].items()},
                "baselines": {task: baseline_record(base) for task, base in result["tasks"].items()},

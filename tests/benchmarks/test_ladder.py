@@ -382,8 +382,8 @@ def test_the_record_holds_the_table_s_numbers(ladder: ModuleType, tmp_path: Path
     written = json.loads(path.read_text())
     result = ladder.summarise(out, "dev")
     assert (written["split"], written["detail"], written["span"]) == ("dev", "relations", "any")
-    assert written["arms"]["base"] == {"warmup": "w", "grpo_from": "sft", "seeds": [0, 1],
-                                       "variants": ["alone", "control"]}
+    assert written["arms"]["base"] == {"warmup": "w", "base_model": "smollm2-135m-instruct", "grpo_from": "sft",
+                                       "seeds": [0, 1], "variants": ["alone", "control"]}
     runs = written["runs"]
     assert {(r["variant"], r["seed"]) for r in runs if r["task"] == "last_action"} == {
         ("warmup", None), *((v, s) for v in ("sft", "grpo", "grpo_alone", "control") for s in (0, 1))}
