@@ -63,6 +63,8 @@ def test_run_eval_resumes_without_recomputing(tmp_path: Path, tiny_lm_dir: Path,
     tiny = GenerationSettings(batch_size=2, max_new_tokens=4, dtype="float32")
     first = run_eval(data, str(tiny_lm_dir), out, EvalSettings(limit=4, generation=tiny))
     assert first["generated_this_run"] == 4
+    # The first batch checked the greedy loop against model.generate, and the loop decoded the rest.
+    assert first["generation"]["greedy_loop"] == {"used": True, "checked_rows": 2, "agreed": True}
     before = read_jsonl(out / "predictions.jsonl")
 
     generated_ids: list[str] = []
@@ -78,6 +80,8 @@ def test_run_eval_resumes_without_recomputing(tmp_path: Path, tiny_lm_dir: Path,
     after = read_jsonl(out / "predictions.jsonl")
     assert after[:4] == before and len(after) == 6
     assert second["resumed"] == 4 and second["overall"]["n"] == 6
+    third = run_eval(data, str(tiny_lm_dir), out, EvalSettings(generation=tiny))
+    assert third["generated_this_run"] == 0 and third["generation"]["greedy_loop"] is None  # no model ran
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics["tasks"]) == {"dir", "dist"}
     assert metrics["overall"]["unparsed"] <= 6

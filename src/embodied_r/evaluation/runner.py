@@ -145,7 +145,9 @@ def run_eval(data: str | Path, model_name: str, out_dir: str | Path, settings: E
             "generation": {"do_sample": False, "max_new_tokens": gen.max_new_tokens, "batch_size": gen.batch_size,
                            "engine": engine_name or gen.engine, "input": used_input,
                            "prompt_version": gen.prompt_version or rows[0].meta.get("prompt_version"),
-                           "completion_prefix": gen.completion_prefix, "from_recipe": gen.from_recipe},
+                           "completion_prefix": gen.completion_prefix, "from_recipe": gen.from_recipe,
+                           # Whether greedy batches went through the checked loop (None: no local model ran).
+                           "greedy_loop": getattr(cache.get("engine"), "greedy_loop_report", None)},
             "perception": (settings.perception.describe()
                            if settings.perception is not None and settings.perception.given else None),
             "wall_time_s": round(time.perf_counter() - started, 2),
