@@ -740,8 +740,8 @@ def task_row(entry: dict[str, Any], warm: dict[str, Any] | None, task: str) -> d
 def comparisons(scores: dict[str, dict[int, dict[str, float]]],
                 warm: dict[str, float] | None) -> dict[str, dict[str, Any]]:
     """The paired comparisons of one task type, each ``A_vs_B`` (A − B): GRPO against the warm-up, its blind
-    self, SFT and the control; SFT against the warm-up; GRPO alone against the warm-up, its blind self and
-    SFT. A comparison needs both sides (a blind pass, a warm-up evaluation, the variant run)."""
+    self, SFT and the control; SFT against the warm-up; GRPO alone against the warm-up, its blind self, SFT
+    and the control. A comparison needs both sides (a blind pass, a warm-up evaluation, the variant run)."""
     out: dict[str, dict[str, Any]] = {}
     for kind in ("grpo", "sft", "grpo_alone"):
         if scores.get(kind) and warm is not None:
@@ -750,7 +750,7 @@ def comparisons(scores: dict[str, dict[int, dict[str, float]]],
         blind = scores.get(f"{kind}_blind")
         if scores.get(kind) and blind and all(blind.values()):
             out[f"{kind}_vs_blind"] = compare_seeds(scores[kind], per_seed=blind)
-    for kind, other in (("grpo", "sft"), ("grpo", "control"), ("grpo_alone", "sft")):
+    for kind, other in (("grpo", "sft"), ("grpo", "control"), ("grpo_alone", "sft"), ("grpo_alone", "control")):
         if scores.get(kind) and scores.get(other):
             reference = scores[other]
             out[f"{kind}_vs_{other}"] = compare_seeds({s: v for s, v in scores[kind].items() if s in reference},
@@ -839,7 +839,8 @@ def solver_reach(evals: Path) -> dict[str, dict[str, float | None]]:
         if table.get("status") == "ok":
             reach = {str(task): t for task, t in (table.get("tasks") or {}).items()}
             reach["all"] = table.get("overall") or {}
-            return {task: {"applicable": t.get("applicable"), "ceiling": t.get("ceiling")} for task, t in reach.items()}
+            return {task: {"applicable": t.get("applicable"), "ceiling": t.get("ceiling"), "copy": t.get("copy")}
+                    for task, t in reach.items()}
     return {}
 
 
@@ -899,11 +900,20 @@ def markdown(result: dict[str, Any]) -> str:
         lines += arm_table(arm, info, result) + [""]
         variants = variant_table(arm, info, result)
         lines += variants + [""] if variants else []
+        lines += [goal_line(goal_record(result)["arms"][arm]), ""]
         if arm in ood["arms"]:
             lines += ood_table(arm, ood["arms"][arm], ood, result) + [""]
     if result["arms_evaluated_on_test"]:
         lines.append("arms evaluated on test so far: " + ", ".join(result["arms_evaluated_on_test"]))
     return "\n".join(lines)
+
+
+def goal_line(goal: dict[str, Any]) -> str:
+    """One line: whether the arm met the learning goal (:func:`goal_record`), and on which types."""
+    said = "met" if goal["met"] else "not met"
+    return (f"goal (GRPO after SFT or alone better than SFT, its blind self and the random-reward control across "
+            f"seeds, on at least {GOAL_TYPES} non-copy task types): {said}; types where it holds: "
+            f"{', '.join(goal['types_met']) or 'none'}")
 
 
 def arm_table(arm: str, info: dict[str, Any], result: dict[str, Any]) -> list[str]:
@@ -937,7 +947,8 @@ VARIANT_COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "grpo_alone": (("GRPO alone per seed", "grpo_alone", "seeds"), ("GRPO alone blind", "grpo_alone_blind", "seeds"),
                    ("alone − blind", "grpo_alone_vs_blind", "verdict"),
                    ("alone − warm-up", "grpo_alone_vs_warmup", "verdict"),
-                   ("alone − SFT", "grpo_alone_vs_sft", "verdict")),
+                   ("alone − SFT", "grpo_alone_vs_sft", "verdict"),
+                   ("alone − control", "grpo_alone_vs_control", "verdict")),
 }
 
 
@@ -1048,9 +1059,42 @@ def record(result: dict[str, Any]) -> dict[str, Any]:
                         for arm, info in result["arms"].items()},
                "baselines": {task: baseline_record(base) for task, base in result["tasks"].items()},
                "runs": runs, "comparisons": compared, "arms_evaluated_on_test": result["arms_evaluated_on_test"]}
+    written["goal"] = goal_record(result)
     if result.get("ood"):  # without OOD evaluations the record is what it was before --ood
         written.update(ood_record(result["ood"], result))
     return written
+
+
+# The learning goal: a GRPO run (after SFT, or alone) counts on a task type when it beats each of these by the
+# across-seed interval (the pooled verdict "better"), on a type whose text determines but does not state the
+# answer (the solver's ``copy`` flag), on at least GOAL_TYPES types.
+GOAL_REFERENCES = ("sft", "blind", "control")
+GOAL_RUNS = ("grpo", "grpo_alone")
+GOAL_TYPES = 3
+
+
+def goal_record(result: dict[str, Any]) -> dict[str, Any]:
+    """Per arm and task type, each GRPO run's verdicts against SFT, its blind self and the random-reward
+    control (None where a side was not run), whether all three are "better", and whether the type is a copy
+    type; then the non-copy types where a GRPO run met it, and whether they number ``GOAL_TYPES`` or more."""
+    arms: dict[str, Any] = {}
+    for arm, info in result["arms"].items():
+        per_task: dict[str, Any] = {}
+        for task, row in info["tasks"].items():
+            if task == "all":
+                continue
+            copy = bool((result["tasks"][task].get("solver") or {}).get("copy"))
+            runs = {}
+            for run in GOAL_RUNS:
+                verdicts = {f"vs_{other}": (row.get(f"{run}_vs_{other}") or {}).get("across_seeds", {}).get("verdict")
+                            for other in GOAL_REFERENCES}
+                runs[run] = {**verdicts, "met": all(v == "better" for v in verdicts.values())}
+            per_task[task] = {"copy": copy, "too_few": result["tasks"][task]["too_few"], **runs}
+        met = sorted(task for task, goal in per_task.items()
+                     if not goal["copy"] and not goal["too_few"] and any(goal[run]["met"] for run in GOAL_RUNS))
+        arms[arm] = {"tasks": per_task, "types_met": met, "met": len(met) >= GOAL_TYPES}
+    return {"rule": f"GRPO (after SFT or alone) better than {', '.join(GOAL_REFERENCES)} by the across-seed "
+                    f"interval on at least {GOAL_TYPES} non-copy task types", "arms": arms}
 
 
 def ood_record(ood: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
@@ -1144,7 +1188,7 @@ def baseline_record(base: dict[str, Any]) -> dict[str, Any]:
     return {"n": base["n"], "too_few": base["too_few"], "random": base["random"], "letter_prior": base["prior"],
             "answer_prior": base["answer_prior"], "text_rule": base["text_rule"],
             "text_rule_ceiling": base["ceiling"], "solver_applicable": solver.get("applicable"),
-            "solver_ceiling": solver.get("ceiling")}
+            "solver_ceiling": solver.get("ceiling"), "solver_copy": solver.get("copy")}
 
 
 # ---------------------------------------------------------------------------------------------------

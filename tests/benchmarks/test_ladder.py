@@ -287,13 +287,14 @@ def test_the_solver_column_reads_the_eval_metrics_and_shows_a_dash_without_them(
     assert line.split(" | ")[6] == "–"  # evaluations made before the solver baseline
     (out / "data" / "settings.json").write_text(json.dumps({"scenes": 300, "detail": "map", "span": "2"}))
     metrics = out / "evals" / "dev" / "base-seed0" / "metrics.json"
-    solver = {"status": "ok", "name": "solver", "tasks": {"last_action": {"applicable": 0.75, "ceiling": 1.0},
+    solver = {"status": "ok", "name": "solver", "tasks": {"last_action": {"applicable": 0.75, "ceiling": 1.0,
+                                                                          "copy": True},
                                                           "route_planning": {"applicable": 0.0, "ceiling": None}},
               "overall": {"applicable": 0.6, "ceiling": 1.0}}
     metrics.write_text(json.dumps({"baselines": {**json.loads(metrics.read_text())["baselines"], "solver": solver}}))
     result = ladder.summarise(out, "dev")
     assert result["data"] == {"detail": "map", "span": "2"}
-    assert result["tasks"]["last_action"]["solver"] == {"applicable": 0.75, "ceiling": 1.0}
+    assert result["tasks"]["last_action"]["solver"] == {"applicable": 0.75, "ceiling": 1.0, "copy": True}
     table = ladder.markdown(result)
     assert "### arm base (dev, seeds 0, warm-up w, detail 'map', span '2')" in table
     cells = {line.split(" | ")[0]: line.split(" | ") for line in table.splitlines() if line.startswith("| ")}
@@ -359,11 +360,14 @@ def test_the_control_and_grpo_alone_get_their_own_columns(ladder: ModuleType, tm
     assert last["control per seed"] == "50.0 / 65.0" and last["control blind"] == "0.0 / 0.0"
     assert last["GRPO − control"].startswith("+17.5 [") and "better in 1/2" in last["GRPO − control"]
     assert last["GRPO alone per seed"] == "12.5 / 12.5" and last["alone − SFT"].startswith("-12.5")
+    assert row["grpo_alone_vs_control"]["across_seeds"]["mean"] == pytest.approx((0.125 - 0.5 + 0.125 - 0.65) / 2)
+    assert last["alone − control"].startswith("-45.0")
     assert last["alone − warm-up"].startswith("+12.5") and last["alone − blind"].startswith("+12.5")
     assert "too few questions" in dict(zip(header, cells["route_planning"]))["GRPO − control"]
     # The first table is the one it always was; an arm without variants gets no second table.
     assert table_cells(table, "### arm base (dev")["task type"][-1] == "GRPO − SFT"
-    assert "control" not in ladder.markdown(ladder.summarise(ladder_out(tmp_path / "plain", [20]), "dev"))
+    plain = ladder.markdown(ladder.summarise(ladder_out(tmp_path / "plain", [20]), "dev"))
+    assert "### arm base: control" not in plain and "control per seed" not in plain
 
 
 def test_a_variant_must_match_its_arm_s_grpo_run_but_for_what_it_changes(ladder: ModuleType, tmp_path: Path) -> None:
@@ -406,7 +410,15 @@ def test_the_record_holds_the_table_s_numbers(ladder: ModuleType, tmp_path: Path
         "n": 40, "too_few": False, "random": 0.5, "letter_prior": 0.0, "answer_prior": 1.0,
         "text_rule": result["tasks"]["last_action"]["text_rule"],
         "text_rule_ceiling": result["tasks"]["last_action"]["ceiling"], "solver_applicable": None,
-        "solver_ceiling": None}
+        "solver_ceiling": None, "solver_copy": None}
+    # GRPO after SFT beat SFT and its blind self on the last action, but not the control across two seeds
+    # (+17.5 with an interval over 0), so the goal is not met there; GRPO alone lost to SFT.
+    goal = written["goal"]["arms"]["base"]
+    assert goal["tasks"]["last_action"]["grpo"] == {"vs_sft": "better", "vs_blind": "better",
+                                                    "vs_control": "no measurable change", "met": False}
+    assert goal["tasks"]["last_action"]["grpo_alone"]["vs_sft"] == "worse"
+    assert (goal["types_met"], goal["met"]) == ([], False)
+    assert "not met; types where it holds: none" in ladder.markdown(result)
     compared = {(c["task"], c["comparison"]): c for c in written["comparisons"]}
     assert {"grpo_vs_control", "grpo_vs_sft", "grpo_vs_blind", "grpo_vs_warmup", "grpo_alone_vs_warmup",
             "grpo_alone_vs_sft", "grpo_alone_vs_blind"} <= {c for _, c in compared}
@@ -656,3 +668,22 @@ def test_ood_is_refused_without_grpo_after_sft_and_at_another_detail_or_span(lad
     with pytest.raises(SystemExit, match=r"\(and scenes 60\); this run asks for scenes 80"):
         ladder.build_ood_data(ladder.parse_args(common + ["--detail", "map", "--span", "any", "--ood-scenes", "80"]),
                               Stages([]))
+
+
+def test_the_goal_counts_types_where_a_grpo_run_beats_all_three_references(ladder: ModuleType) -> None:
+    def verdicts(**which: str) -> dict:
+        return {key: {"across_seeds": {"verdict": verdict}} for key, verdict in which.items()}
+
+    better = verdicts(grpo_vs_sft="better", grpo_vs_blind="better", grpo_vs_control="better")
+    alone = verdicts(grpo_alone_vs_sft="better", grpo_alone_vs_blind="better", grpo_alone_vs_control="better")
+    rows = {"a": better, "b": alone, "c": better, "copy": better, "few": better,
+            "no_control": verdicts(grpo_vs_sft="better", grpo_vs_blind="better"), "all": better}
+    tasks = {task: {"too_few": task == "few", "solver": {"copy": task == "copy"}} for task in rows}
+    result = {"arms": {"x": {"tasks": rows}}, "tasks": tasks}
+    goal = ladder.goal_record(result)["arms"]["x"]
+    assert goal["types_met"] == ["a", "b", "c"] and goal["met"]  # not the copy type, too few questions, or "all"
+    assert goal["tasks"]["no_control"]["grpo"] == {"vs_sft": "better", "vs_blind": "better", "vs_control": None,
+                                                   "met": False}  # no control run: no gain counts
+    assert goal["tasks"]["copy"]["copy"] and "all" not in goal["tasks"]
+    rows.pop("c")
+    assert not ladder.goal_record(result)["arms"]["x"]["met"]  # two types are fewer than three
