@@ -1121,7 +1121,12 @@ def ood_record(ood: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
                                      "solver_applicable": solver[task].get("applicable"),
                                      "solver_ceiling": solver[task].get("ceiling")}
                               for task, base in ood["tasks"].items()},
-            "ood_runs": runs, "ood_comparisons": compared}
+            "ood_runs": runs, "ood_comparisons": compared,
+            # The OOD goal per arm and task type: SFT's drop from ID minus GRPO after SFT's, pooled over seeds
+            # ("better": GRPO after SFT lost less).
+            "ood_goal": {arm: {task: row["sft_drop_minus_grpo_drop"]["across_seeds"]["verdict"]
+                               for task, row in info["tasks"].items() if "sft_drop_minus_grpo_drop" in row}
+                         for arm, info in ood["arms"].items()}}
 
 
 def ood_run_records(arm: str, info: dict[str, Any], task: str, row: dict[str, Any], n: int,

@@ -595,6 +595,8 @@ def test_the_record_holds_the_ood_table_s_numbers(ladder: ModuleType, tmp_path: 
     assert [p["seed"] for p in gap["per_seed"]] == [0, 1]
     assert [p["difference"] for p in gap["per_seed"]] == [0.1, 0.0]
     assert compared[("route_planning", "sft_drop_minus_grpo_drop")]["too_few"]
+    ood_goal = written["ood_goal"]["base"]
+    assert ood_goal["last_action"] == gap["verdict"]  # the OOD goal is the pooled drop gap's verdict
 
 
 def test_ood_builds_its_data_once_and_evaluates_sft_and_grpo_after_sft_there(ladder: ModuleType,
