@@ -356,3 +356,23 @@ def test_a_relations_prompt_s_think_quotes_its_facts_sentence() -> None:
     row = PromptRow("q", "object_rel_distance", [{"role": "user", "content": text}], "B", "choice",
                     ["A. chair", "B. door"])
     assert evidence_quote(row) == "Facts: closest-point distances from the sofa: chair 1.25 m, door 0.40 m."
+
+
+def test_choice_log_probs_on_the_context_s_cache_equal_whole_passes(tiny_lm_dir: Path) -> None:
+    from embodied_r.inference.models import load_reasoner
+    from embodied_r.training.warmup import _choice_log_probs
+
+    model, tokenizer = load_reasoner(str(tiny_lm_dir), dtype="float32")
+    context = "Frame 0: Observe: a red sofa ahead. Frame 1: After rotate left, Observe: a door. I choose"
+    choices = [" the chair is to the left", " option B", " Rotate left, which is option C"]
+    scores = _choice_log_probs(model, tokenizer, context, choices)
+    start = tokenizer(context, add_special_tokens=False)["input_ids"]
+    whole = []
+    for choice in choices:  # each continuation scored by one pass over the whole text
+        ids = tokenizer(context + choice, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids])).logits[0]
+        picked = torch.log_softmax(logits[len(start) - 1:len(ids) - 1], dim=-1)
+        whole.append(float(picked.gather(1, torch.tensor(ids[len(start):])[:, None]).sum()))
+    assert scores == pytest.approx(whole, abs=1e-4)  # the cache is cut back to the context after each choice
+    assert len({round(s, 3) for s in whole}) == 3  # three different scores, so a mix-up would show

@@ -314,19 +314,35 @@ def rows_within(rows: list[PromptRow], model_path: str, max_length: int) -> list
 
 def _choice_log_probs(model: Any, tokenizer: Any, context: str, choices: list[str]) -> list[float] | None:
     """The model's log-probability of each ``choices`` continuation of ``context`` (None when a choice does not
-    start on a token boundary of the context, so its tokens cannot be told apart)."""
+    start on a token boundary of the context, so its tokens cannot be told apart).
+
+    The context (the whole prompt, hundreds of tokens) runs once; each choice's few tokens then run on its
+    key/value cache, which is cut back to the context after each (one prompt pass per row, not one per option)."""
     import torch
+    from transformers import DynamicCache
+
+    from embodied_r.inference.batch_layout import cache_keyword
 
     start = tokenizer(context, add_special_tokens=False)["input_ids"]
-    scores = []
+    suffixes = []
     for choice in choices:
         ids = tokenizer(context + choice, add_special_tokens=False)["input_ids"]
         if ids[:len(start)] != start or len(ids) == len(start):
             return None
-        with torch.no_grad():
-            logits = model(input_ids=torch.tensor([ids], device=model.device)).logits[0].float()
-        picked = torch.log_softmax(logits[len(start) - 1:len(ids) - 1], dim=-1)
-        scores.append(float(picked.gather(1, torch.tensor(ids[len(start):], device=picked.device)[:, None]).sum()))
+        suffixes.append(ids[len(start):])
+    keyword = cache_keyword(model) if hasattr(model, "forward") else "past_key_values"
+    cache = DynamicCache()
+    scores = []
+    with torch.no_grad():
+        context_logits = model(input_ids=torch.tensor([start], device=model.device), use_cache=True,
+                               logits_to_keep=1, **{keyword: cache}).logits[0, -1:].float()
+        for suffix in suffixes:
+            logits = model(input_ids=torch.tensor([suffix], device=model.device), use_cache=True,
+                           **{keyword: cache}).logits[0].float()
+            cache.crop(-len(suffix))  # back to the context alone
+            # The first choice token is predicted by the context's last position, the rest by the choice's own.
+            picked = torch.log_softmax(torch.cat([context_logits, logits[:-1]]), dim=-1)
+            scores.append(float(picked.gather(1, torch.tensor(suffix, device=picked.device)[:, None]).sum()))
     return scores
 
 
