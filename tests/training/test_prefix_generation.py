@@ -63,6 +63,24 @@ def test_sampled_rows_of_a_group_differ_and_follow_the_model(tiny_model) -> None
             == prefix_generation.generate_sharing_prompts(tiny_model, rows, greedy, [2]))
 
 
+def test_the_reserved_cache_draws_the_tokens_the_growing_cache_draws(tiny_model, monkeypatch) -> None:
+    from embodied_r.inference import reserved_cache
+
+    rows = groups_of(4)
+    hot = GenerationConfig(max_new_tokens=10, do_sample=True, temperature=5.0, top_k=0, pad_token_id=3,
+                           eos_token_id=[2])
+    made: list[Any] = []
+    original = reserved_cache.reserved_cache_for
+    monkeypatch.setattr(reserved_cache, "reserved_cache_for", lambda *a: made.append(original(*a)) or made[-1])
+    torch.manual_seed(1)
+    reserved = prefix_generation.generate_sharing_prompts(tiny_model, rows, hot, [2])
+    assert made and made[0] is not None and made[0].layers[0].used > 0  # the reserved layers took the tokens
+    monkeypatch.setattr(reserved_cache, "reserved_cache_for", lambda *a: None)  # the model's own growing cache
+    torch.manual_seed(1)
+    grown = prefix_generation.generate_sharing_prompts(tiny_model, rows, hot, [2])
+    assert reserved == grown and len({tuple(c) for c in grown}) > 4
+
+
 def test_completions_are_cut_after_the_first_end_token() -> None:
     cut = prefix_generation.cut_at_eos(torch.tensor([[4, 2, 3, 3], [4, 5, 6, 7], [0, 9, 2, 2]]), [2, 9])
     assert cut == [[4, 2], [4, 5, 6, 7], [0, 9]]

@@ -42,8 +42,6 @@ NEUTRAL_GENERATION_FIELDS: dict[str, tuple[Any, ...]] = {
     "stop_strings": (None,),
     "num_beams": (None, 1),
 }
-# Cache layer kinds the reserved cache reproduces (sliding windows are enforced by the attention mask).
-ATTENTION_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention"}
 
 
 def unsupported_reason(model: Any) -> str | None:
@@ -51,10 +49,11 @@ def unsupported_reason(model: Any) -> str | None:
     config = getattr(model, "config", None)
     if config is None or getattr(config, "is_encoder_decoder", False):
         return "not a decoder-only transformers model"
-    text_config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
-    layer_types = set(getattr(text_config, "layer_types", None) or ["full_attention"])
-    if not layer_types <= ATTENTION_LAYER_TYPES:
-        return f"cache layer types {sorted(layer_types - ATTENTION_LAYER_TYPES)} are not plain attention"
+    from embodied_r.inference.reserved_cache import attention_only
+
+    layers = attention_only(config)
+    if layers is not None:
+        return layers
     import inspect
 
     if "logits_to_keep" not in inspect.signature(model.forward).parameters:
@@ -84,7 +83,7 @@ def greedy_decode(model: Any, token_lists: Sequence[Sequence[int]], prefix: int,
     ``ValueError`` for a model the loop does not reproduce (``unsupported_reason``)."""
     import torch
 
-    from embodied_r.inference.reserved_cache import reserved_cache
+    from embodied_r.inference.reserved_cache import reserved_cache_for
 
     reason = unsupported_reason(model)
     if reason is not None:
@@ -92,8 +91,7 @@ def greedy_decode(model: Any, token_lists: Sequence[Sequence[int]], prefix: int,
     device = model.device
     keyword = cache_keyword(model)
     ids, mask = prefix_layout(token_lists, prefix, pad_id, device)
-    layers = int(model.config.get_text_config(decoder=True).num_hidden_layers)
-    cache = reserved_cache(layers, ids.shape[1] + max_new_tokens)
+    cache = reserved_cache_for(model.config, ids.shape[1] + max_new_tokens)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     ends = torch.tensor(end_token_ids(model), device=device)
     with torch.inference_mode():

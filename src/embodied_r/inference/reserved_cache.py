@@ -2,7 +2,8 @@
 
 ``transformers``' ``DynamicLayer`` grows by ``torch.cat``, which copies every layer's keys and values at
 every generated token; on SmolLM2-135M at 16 rows of ~400 tokens that copy was about a third of a CPU
-decode step. Imported only by ``greedy.greedy_decode`` (it imports transformers at the top).
+decode step. Used by the evaluation's greedy loop (``greedy.greedy_decode``) and GRPO's sampling
+(``training.prefix_generation``); it imports transformers at the top, so those import it where they use it.
 """
 
 from __future__ import annotations
@@ -60,3 +61,26 @@ def reserved_cache(num_layers: int, capacity: int) -> DynamicCache:
     cache = DynamicCache()
     Cache.__init__(cache, layers=[ReservedLayer(capacity) for _ in range(num_layers)])
     return cache
+
+
+# Cache layer kinds a reserved layer stands in for: attention whose keys and values only grow (a sliding
+# window is then enforced by the attention mask, as with a full ``DynamicLayer``).
+ATTENTION_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention"}
+
+
+def attention_only(config: Any) -> str | None:
+    """Why a reserved cache cannot stand in for ``config``'s own cache (None when it can)."""
+    text_config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    layer_types = set(getattr(text_config, "layer_types", None) or ["full_attention"])
+    if not layer_types <= ATTENTION_LAYER_TYPES:
+        return f"cache layer types {sorted(layer_types - ATTENTION_LAYER_TYPES)} are not plain attention"
+    return None
+
+
+def reserved_cache_for(config: Any, capacity: int) -> DynamicCache | None:
+    """A reserved cache for a model of ``config`` (its decoder's layer count), or None where its layers are not
+    plain attention."""
+    if attention_only(config) is not None:
+        return None
+    text_config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    return reserved_cache(int(text_config.num_hidden_layers), capacity)

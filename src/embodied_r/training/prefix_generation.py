@@ -65,7 +65,8 @@ def generate_sharing_prompts(model: Any, prompt_ids: list[list[int]], generation
     one ``generate`` call, so the decoding steps of different prompts share their forward passes."""
     from transformers import DynamicCache
 
-    from embodied_r.inference.generation import cache_keyword, prefix_layout
+    from embodied_r.inference.batch_layout import cache_keyword, prefix_layout
+    from embodied_r.inference.reserved_cache import reserved_cache_for
 
     device = next(model.parameters()).device
     groups = prompt_groups(prompt_ids)
@@ -80,7 +81,11 @@ def generate_sharing_prompts(model: Any, prompt_ids: list[list[int]], generation
     if width > 1:
         # All but the last prompt token go into the cache; generate feeds the last one itself, which gives
         # it the logits of the first new token. Positions count real tokens only, as generate's do.
-        cache = DynamicCache(config=model.config)
+        # Room for every token this call will write, where the model's layers allow (each new token is then
+        # an in-place write instead of a concatenation; the tokens drawn are the same).
+        max_new = getattr(generation_config, "max_new_tokens", None)
+        cache = reserved_cache_for(model.config, width + max_new) if max_new else None
+        cache = cache if cache is not None else DynamicCache(config=model.config)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         model(input_ids=padded[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
               use_cache=True, logits_to_keep=1, **{cache_keyword(model): cache})
