@@ -354,14 +354,19 @@ def warmup_base_model(name: str) -> str:
     (think style, steps, tasks, then a model other than the default, sanitised as there).
 
     >>> warmup_base_model("listed-48-last_action"), warmup_base_model("letter-first-8-a+b-gemma3_270m")
-    ('smollm2-135m-instruct', 'gemma3_270m')
+    ('smollm2-135m-instruct', 'gemma3-270m')
+    >>> warmup_base_model("listed-8-a-runs_my_model")
+    'runs_my_model'
     """
-    from embodied_r.inference.models import DEFAULT_REASONER
+    from embodied_r.inference.models import BUILTIN_MODELS, DEFAULT_REASONER
     from embodied_r.training.warmup import THINK_STYLES
 
     think = next((style for style in THINK_STYLES if name.startswith(style + "-")), None)
     parts = name[len(think) + 1:].split("-", 2) if think else []
-    return parts[2] if len(parts) == 3 else DEFAULT_REASONER
+    if len(parts) < 3:
+        return DEFAULT_REASONER
+    # A built-in model by its own name ("gemma3-270m", not the folder-safe "gemma3_270m").
+    return next((model for model in BUILTIN_MODELS if re.sub(r"[^A-Za-z0-9.]+", "_", model) == parts[2]), parts[2])
 
 
 def warm_up(args: argparse.Namespace, train: Path, progress: Progress) -> Path:
@@ -1125,7 +1130,9 @@ def ood_record(ood: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
             # The OOD goal per arm and task type: SFT's drop from ID minus GRPO after SFT's, pooled over seeds
             # ("better": GRPO after SFT lost less).
             "ood_goal": {arm: {task: row["sft_drop_minus_grpo_drop"]["across_seeds"]["verdict"]
-                               for task, row in info["tasks"].items() if "sft_drop_minus_grpo_drop" in row}
+                               for task, row in info["tasks"].items()
+                               if "sft_drop_minus_grpo_drop" in row and task != "all"
+                               and not drop_too_few(task, ood, result)}
                          for arm, info in ood["arms"].items()}}
 
 

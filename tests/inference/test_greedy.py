@@ -153,6 +153,52 @@ def test_the_reserved_cache_refuses_to_overflow() -> None:
         cache.update(torch.zeros(1, 2, 2, 4), torch.zeros(1, 2, 2, 4), 0)
 
 
+def test_cropping_reordering_and_resetting_a_reserved_layer_keep_its_room_consistent() -> None:
+    from embodied_r.inference.reserved_cache import ReservedLayer
+
+    layer = ReservedLayer(capacity=6)
+    layer.batch_repeat_interleave(2)  # nothing written yet: nothing to repeat (as DynamicLayer)
+    rows = torch.arange(2 * 1 * 3 * 1, dtype=torch.float32).view(2, 1, 3, 1)
+    layer.update(rows, rows)
+    layer.crop(-1)  # the last position goes, and the next write takes its place
+    layer.update(torch.full((2, 1, 1, 1), -1.0), torch.full((2, 1, 1, 1), -1.0))
+    assert layer.keys[:, 0, :, 0].tolist() == [[0.0, 1.0, -1.0], [3.0, 4.0, -1.0]]
+    layer.reorder_cache(torch.tensor([1, 0]))
+    layer.update(torch.zeros(2, 1, 1, 1), torch.zeros(2, 1, 1, 1))
+    assert layer.keys[:, 0, :, 0].tolist() == [[3.0, 4.0, -1.0, 0.0], [0.0, 1.0, -1.0, 0.0]]
+    with pytest.raises(ValueError, match="negative"):
+        layer.crop(2)
+    layer.reset()
+    layer.update(torch.ones(1, 1, 1, 1), torch.ones(1, 1, 1, 1))
+    assert layer.keys.tolist() == [[[[1.0]]]] and layer.get_seq_length() == 1
+
+
+def test_a_model_whose_layers_share_keys_and_values_keeps_generate(tiny) -> None:
+    model, _ = tiny
+    model.config.kv_sharing_modes = ["reuse", "own"]
+    try:
+        assert "kv_sharing_modes" in greedy.unsupported_reason(model)
+    finally:
+        del model.config.kv_sharing_modes
+
+
+def test_a_loop_that_fails_on_a_model_leaves_decoding_to_generate(tiny, monkeypatch) -> None:
+    model, tokenizer = tiny
+    generation._GREEDY_CHECKS.pop(model, None)
+
+    def broken(*args, **kwargs):
+        raise AttributeError("key_room")
+
+    monkeypatch.setattr(greedy, "greedy_decode", broken)
+    engine = TransformersEngine(model, tokenizer)
+    conversations = [build_reasoner_messages([{"delta": "A lamp."}], f"Question {i}?", ["A. x", "B. y"])
+                     for i in range(3)]
+    answers = engine.generate_chats(conversations, max_new_tokens=6, batch_size=2)
+    assert engine.greedy_loop_report == {"used": False, "reason": "the loop failed: AttributeError('key_room')"}
+    assert answers == TransformersEngine(model, tokenizer, greedy_loop=False).generate_chats(conversations, 6)
+    generation._GREEDY_CHECKS.pop(model, None)
+
+
 def test_the_loop_gives_generates_tokens_on_a_sliding_window_model(tmp_path: Path) -> None:
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 

@@ -221,7 +221,11 @@ class TransformersEngine(Engine):
             logger.info("greedy decoding through model.generate: %s", reason)
             return {"used": False, "reason": reason}
         rows = list(token_lists)
-        loop = generate_batch(self.model, self.tokenizer, None, max_new_tokens, token_lists=rows, greedy_loop=True)
+        try:
+            loop = generate_batch(self.model, self.tokenizer, None, max_new_tokens, token_lists=rows, greedy_loop=True)
+        except Exception as error:  # a model the loop cannot run: model.generate decodes it, as it always could
+            logger.warning("the greedy loop failed on this model (%r); decoding through model.generate", error)
+            return {"used": False, "reason": f"the loop failed: {error!r}"}
         plain = generate_batch(self.model, self.tokenizer, None, max_new_tokens, token_lists=rows)
         agreed = loop == plain
         if not agreed:

@@ -41,6 +41,10 @@ NEUTRAL_GENERATION_FIELDS: dict[str, tuple[Any, ...]] = {
     "exponential_decay_length_penalty": (None,),
     "stop_strings": (None,),
     "num_beams": (None, 1),
+    "guidance_scale": (None, 1.0),
+    "encoder_repetition_penalty": (None, 1.0),
+    "watermarking_config": (None,),
+    "max_time": (None,),
 }
 
 

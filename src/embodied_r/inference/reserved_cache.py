@@ -45,15 +45,38 @@ class ReservedLayer(DynamicLayer):
         self.keys = self.key_room[:, :, :self.used]
         self.values = self.value_room[:, :, :self.used]
 
+    # Every method of DynamicLayer that changes the keys or values is overridden: the inherited ones would set
+    # ``keys``/``values`` alone and the next ``update`` would bring the room's old state back.
+
     def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if not self.is_initialized:  # a layer nothing was written to (as DynamicLayer: nothing to select)
+            return
         self.key_room = self.key_room.index_select(0, indices)
         self.value_room = self.value_room.index_select(0, indices)
         self._view()
 
     def batch_repeat_interleave(self, repeats: int) -> None:
+        if not self.is_initialized:
+            return
         self.key_room = self.key_room.repeat_interleave(repeats, dim=0)
         self.value_room = self.value_room.repeat_interleave(repeats, dim=0)
         self._view()
+
+    def reorder_cache(self, beam_idx: torch.Tensor) -> None:
+        self.batch_select_indices(beam_idx)
+
+    def crop(self, tokens_to_remove: int) -> None:
+        """Drop the last ``-tokens_to_remove`` positions (DynamicLayer's convention: a negative count)."""
+        if tokens_to_remove > 0:
+            raise ValueError(f"crop takes a negative number of positions to remove, got {tokens_to_remove}")
+        if tokens_to_remove == 0 or not self.is_initialized:
+            return
+        self.used = max(0, self.used + tokens_to_remove)
+        self._view()
+
+    def reset(self) -> None:
+        self.used = 0
+        super().reset()  # drops keys, values and is_initialized; the room is reallocated at the next write
 
 
 def reserved_cache(num_layers: int, capacity: int) -> DynamicCache:
@@ -74,6 +97,8 @@ def attention_only(config: Any) -> str | None:
     layer_types = set(getattr(text_config, "layer_types", None) or ["full_attention"])
     if not layer_types <= ATTENTION_LAYER_TYPES:
         return f"cache layer types {sorted(layer_types - ATTENTION_LAYER_TYPES)} are not plain attention"
+    if "reuse" in (getattr(text_config, "kv_sharing_modes", None) or ()):
+        return "some layers reuse another layer's keys and values (kv_sharing_modes)"
     return None
 
 
