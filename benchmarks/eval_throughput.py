@@ -34,15 +34,20 @@ OBJECTS = ["sofa", "table", "door", "window", "chair", "bed", "lamp", "tv", "sto
 ACTIONS = ["move forward", "turn left", "turn right", "rotate left", "look up"]
 
 
+def random_frames(rng: random.Random, count: int) -> list[dict]:
+    """``count`` described frames of random objects, each after a random action (but the first)."""
+    return [{"action": rng.choice(ACTIONS) if k else None,
+             "delta": f"A {rng.choice(OBJECTS)} is {rng.choice(['left', 'ahead', 'right'])}, "
+                      f"next to a {rng.choice(OBJECTS)}.", "q_related": ""}
+            for k in range(count)]
+
+
 def synthetic_rows(n: int, frames: int, seed: int = 0) -> list[PromptRow]:
     """Official-format prompts with random frame descriptions (lengths vary like real ones)."""
     rng = random.Random(seed)
     rows = []
     for i in range(n):
-        described = [{"action": rng.choice(ACTIONS) if k else None,
-                      "delta": f"A {rng.choice(OBJECTS)} is {rng.choice(['left', 'ahead', 'right'])}, "
-                               f"next to a {rng.choice(OBJECTS)}.", "q_related": ""}
-                     for k in range(rng.randint(max(1, frames // 2), frames))]
+        described = random_frames(rng, rng.randint(max(1, frames // 2), frames))
         options = [f"{'ABCD'[k]}. {o}" for k, o in enumerate(rng.sample(OBJECTS, 4))]
         messages = build_reasoner_messages(described, f"Which object is closest to the {rng.choice(OBJECTS)}?", options)
         rows.append(PromptRow(id=f"s{i}", task="synthetic", prompt=messages, answer=rng.choice("ABCD"),

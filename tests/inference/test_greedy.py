@@ -1,5 +1,6 @@
 """The greedy loop gives ``model.generate``'s tokens: with a shared prefix, with rows that end early,
-on a sliding-window model; and the engine checks it on its first batch before using it."""
+on a sliding-window model, with questions about one video grouped so that its description runs once;
+and the engine checks it on its first batch before using it."""
 
 from __future__ import annotations
 
@@ -104,7 +105,7 @@ def test_the_engine_checks_the_loop_once_and_uses_it(tiny, monkeypatch) -> None:
                      for i in range(5)]
     answers = engine.generate_chats(conversations, max_new_tokens=8, batch_size=2)
     report = engine.greedy_loop_report
-    assert report == {"used": True, "checked_rows": 2, "agreed": True}
+    assert report == {"used": True, "checked_rows": 2, "checked_groups": 1, "agreed": True}
     assert calls == [2, 2, 2, 1]  # the check's two rows, then every batch through the loop
     plain = TransformersEngine(model, tokenizer, greedy_loop=False).generate_chats(conversations, 8, batch_size=2)
     assert answers == plain
@@ -116,7 +117,7 @@ def test_a_loop_that_disagrees_is_not_used(tiny, monkeypatch) -> None:
     model, tokenizer = tiny
     generation._GREEDY_CHECKS.pop(model, None)
 
-    def wrong(model, token_lists, prefix, pad_id, max_new_tokens):
+    def wrong(model, token_lists, prefix, pad_id, max_new_tokens, groups=None):
         return [[tokenizer.convert_tokens_to_ids("A")] * max_new_tokens for _ in token_lists]
 
     monkeypatch.setattr(greedy, "greedy_decode", wrong)
@@ -124,7 +125,7 @@ def test_a_loop_that_disagrees_is_not_used(tiny, monkeypatch) -> None:
     conversations = [build_reasoner_messages([{"delta": "A lamp."}], f"Question {i}?", ["A. x", "B. y"])
                      for i in range(3)]
     answers = engine.generate_chats(conversations, max_new_tokens=8, batch_size=2)
-    assert engine.greedy_loop_report == {"used": False, "checked_rows": 2, "agreed": False,
+    assert engine.greedy_loop_report == {"used": False, "checked_rows": 2, "checked_groups": 1, "agreed": False,
                                          "reason": "disagreed with model.generate on the first batch"}
     assert answers == TransformersEngine(model, tokenizer, greedy_loop=False).generate_chats(conversations, 8)
     generation._GREEDY_CHECKS.pop(model, None)
@@ -216,3 +217,102 @@ def test_the_loop_gives_generates_tokens_on_a_sliding_window_model(tmp_path: Pat
     assert greedy.unsupported_reason(model) is None
     loop = generate_batch(model, tokenizer, texts, max_new_tokens=20, greedy_loop=True)
     assert loop == generate_batch(model, tokenizer, texts, max_new_tokens=20)
+
+
+def video_conversations(videos: dict[str, int]) -> list:
+    """Reasoner chats of several questions per video: the questions of a video share its whole description."""
+    conversations = []
+    for video, questions in videos.items():
+        frames = [{"delta": f"A {video} ahead."}] + [
+            {"action": f"turn left {n}0 degrees", "delta": f"A door {n} m beside the {video}."} for n in range(1, 6)]
+        conversations += [build_reasoner_messages(frames, f"Where is object {q} from the {video}?",
+                                                  ["A. left", "B. right"]) for q in range(questions)]
+    return conversations
+
+
+def test_questions_about_one_video_run_its_description_once_and_give_generates_tokens(tiny) -> None:
+    from embodied_r.inference.batch_layout import PrefixGroup, plan_groups, prefill_tokens
+
+    model, tokenizer = tiny
+    texts = [render_chat(tokenizer, c) for c in video_conversations({"sofa": 3, "bed": 2, "tv": 1})]
+    rows = token_lists(tokenizer, texts)
+    base = generation.common_prefix(rows)
+    groups = plan_groups(rows, base)
+    assert sorted(len(g.rows) for g in groups) == [1, 2, 3]  # one group per video
+    assert prefill_tokens(rows, groups, base) < 0.9 * prefill_tokens(rows, [PrefixGroup(tuple(range(6)), base)], base)
+    loop = greedy.greedy_decode(model, rows, base, tokenizer.pad_token_id, 16, groups=groups)
+    alone = generate_batch(model, tokenizer, texts, max_new_tokens=16, share_prefix=False)
+    assert tokenizer.batch_decode(loop, skip_special_tokens=True) == alone
+    assert len(set(alone)) >= 4  # the rows say different things, so a row mix-up would show
+
+
+def test_the_engine_groups_a_batchs_questions_by_video_and_checks_the_joined_layout(tiny, monkeypatch) -> None:
+    model, tokenizer = tiny
+    generation._GREEDY_CHECKS.pop(model, None)
+    conversations = video_conversations({"sofa": 3, "bed": 3, "tv": 2})
+    conversations = [conversations[i] for i in (0, 3, 6, 1, 4, 7, 2, 5)]  # videos interleaved
+    seen: list[list[int]] = []
+    original = greedy.greedy_decode
+
+    def recorded(*args, **kwargs):
+        if kwargs.get("groups"):
+            seen.append(sorted(len(g.rows) for g in kwargs["groups"]))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(greedy, "greedy_decode", recorded)
+    engine = TransformersEngine(model, tokenizer)
+    answers = engine.generate_chats(conversations, max_new_tokens=12, batch_size=8)
+    report = engine.greedy_loop_report
+    assert report == {"used": True, "checked_rows": 3, "checked_groups": 2, "agreed": True}
+    assert seen[0] == [1, 2] and seen[1:] == [[2, 3, 3]]  # the check's joined layout, then one group per video
+    plain = TransformersEngine(model, tokenizer, greedy_loop=False).generate_chats(conversations, 12, batch_size=8)
+    assert answers == plain
+    generation._GREEDY_CHECKS.pop(model, None)
+
+
+def test_without_grouping_the_engine_decodes_each_batch_as_one_group(tiny, monkeypatch) -> None:
+    model, tokenizer = tiny
+    generation._GREEDY_CHECKS.pop(model, None)
+    seen: list = []
+    original = greedy.greedy_decode
+
+    def recorded(*args, **kwargs):
+        seen.append(kwargs.get("groups"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(greedy, "greedy_decode", recorded)
+    engine = TransformersEngine(model, tokenizer, group_prefixes=False)
+    engine.generate_chats(video_conversations({"sofa": 2, "bed": 2}), max_new_tokens=4, batch_size=4)
+    assert seen == [None, None]  # the check and the one batch, neither grouped
+    assert engine.greedy_loop_report["checked_groups"] == 1
+    generation._GREEDY_CHECKS.pop(model, None)
+
+
+def test_caches_joined_right_aligned_keep_each_rows_keys_and_fill_the_rest_with_zeros() -> None:
+    from embodied_r.inference.reserved_cache import reserved_cache, right_aligned
+
+    short, long = reserved_cache(1, 4), reserved_cache(1, 6)
+    short.layers[0].update(torch.ones(2, 1, 3, 2), torch.ones(2, 1, 3, 2) * 2)
+    long.layers[0].update(torch.ones(1, 1, 5, 2) * 3, torch.ones(1, 1, 5, 2) * 4)
+    joined = right_aligned([short, long], capacity=7)
+    layer = joined.layers[0]
+    assert layer.keys.shape == (3, 1, 5, 2) and joined.get_seq_length() == 5
+    assert torch.equal(layer.keys[:2, :, :2], torch.zeros(2, 1, 2, 2))
+    assert torch.equal(layer.keys[:2, :, 2:], torch.ones(2, 1, 3, 2))
+    assert torch.equal(layer.values[2], torch.ones(1, 5, 2) * 4)
+    layer.update(torch.zeros(3, 1, 2, 2), torch.zeros(3, 1, 2, 2))  # the room left for decoding
+    with pytest.raises(RuntimeError, match="holds 7 positions"):
+        layer.update(torch.zeros(3, 1, 1, 2), torch.zeros(3, 1, 1, 2))
+    with pytest.raises(ValueError, match="do not fit"):
+        right_aligned([short, long], capacity=4)
+
+
+def test_groups_that_miss_a_row_or_share_less_than_the_batch_are_refused(tiny) -> None:
+    from embodied_r.inference.batch_layout import PrefixGroup
+
+    model, tokenizer = tiny
+    rows = token_lists(tokenizer, reasoner_texts(tokenizer, 3))
+    with pytest.raises(ValueError, match="exactly once"):
+        greedy.greedy_decode(model, rows, 0, tokenizer.pad_token_id, 2, groups=[PrefixGroup((0, 1), 0)])
+    with pytest.raises(ValueError, match="at least the batch's 5"):
+        greedy.greedy_decode(model, rows, 5, tokenizer.pad_token_id, 2, groups=[PrefixGroup((0, 1, 2), 2)])

@@ -5,12 +5,24 @@ video header). Those run once; each row is then ``[prefix][padding][own tokens]`
 masked and position ids taken from the mask, so every row sees exactly the positions it would see alone.
 Both ``model.generate`` (``generation.generate_batch``) and the greedy loop (``greedy.greedy_decode``)
 use this layout.
+
+Questions about the same video share much more than the system prompt: the whole video description comes
+before the question, so rows of one video share most of their tokens. The greedy loop can run each such
+group's prefix once (``prefix_groups``); ``plan_groups`` keeps one group for the whole batch unless the
+split costs clearly fewer prefill tokens.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+# Rows join a group when they share at least this many tokens beyond the batch's common prefix.
+MIN_GROUP_EXTRA = 32
+# A split into groups is used only when it costs at most this share of the one-group layout's prefill
+# tokens (each group is one more pass, and its own padding).
+GROUP_SAVING = 0.9
 
 
 def shared_prefix_length(token_lists: Sequence[Sequence[int]]) -> int:
@@ -49,3 +61,65 @@ def prefix_layout(token_lists: Sequence[Sequence[int]], prefix: int, pad_id: int
     return torch.tensor(ids, device=device), torch.tensor(mask, device=device)
 
 
+
+
+@dataclass(frozen=True)
+class PrefixGroup:
+    """Rows of a batch (indices into it) whose first ``prefix`` tokens are the same and run once."""
+
+    rows: tuple[int, ...]
+    prefix: int
+
+
+def prefill_tokens(token_lists: Sequence[Sequence[int]], groups: Sequence[PrefixGroup], base: int = 0) -> int:
+    """Token positions the prefill computes for ``groups``: the ``base`` tokens every row shares once, each
+    group's prefix beyond them once, then its rows' own tokens padded to the group's longest.
+
+    >>> prefill_tokens([[1, 2, 3], [1, 2, 4, 5]], [PrefixGroup((0, 1), 2)])
+    6
+    >>> prefill_tokens([[1, 2, 3], [1, 2, 3, 4], [1, 9, 9, 9]], [PrefixGroup((0, 1), 3), PrefixGroup((2,), 1)], 1)
+    8
+    """
+    return base + sum(group.prefix - base + len(group.rows) * max(len(token_lists[i]) - group.prefix
+                                                                  for i in group.rows)
+                      for group in groups)
+
+
+def prefix_groups(token_lists: Sequence[Sequence[int]], base: int,
+                  min_extra: int = MIN_GROUP_EXTRA) -> list[PrefixGroup]:
+    """Rows sorted by their tokens and split where neighbours share fewer than ``base + min_extra`` tokens;
+    each run of two or more rows is a group sharing its common prefix, and the rows left alone form one
+    group sharing ``base`` tokens (the batch's common prefix, which every group shares).
+
+    >>> prefix_groups([[7, 1, 2, 3], [9, 9], [7, 1, 2, 4]], base=0, min_extra=2)
+    [PrefixGroup(rows=(0, 2), prefix=3), PrefixGroup(rows=(1,), prefix=0)]
+    """
+    order = sorted(range(len(token_lists)), key=lambda i: list(token_lists[i]))
+    runs: list[tuple[list[int], int]] = []
+    for index in order:
+        if runs:
+            rows, common = runs[-1]
+            shared = shared_prefix_length([token_lists[rows[-1]], token_lists[index]])
+            joined = shared if len(rows) == 1 else min(common, shared)
+            if joined >= base + min_extra:
+                runs[-1] = (rows + [index], joined)
+                continue
+        runs.append(([index], base))
+    groups = [PrefixGroup(tuple(rows), common) for rows, common in runs if len(rows) > 1]
+    alone = tuple(rows[0] for rows, _ in runs if len(rows) == 1)
+    if alone:
+        groups.append(PrefixGroup(alone, base))
+    return groups
+
+
+def plan_groups(token_lists: Sequence[Sequence[int]], base: int) -> list[PrefixGroup]:
+    """``prefix_groups`` where it saves prefill tokens (at most ``GROUP_SAVING`` of the one-group layout's),
+    otherwise the whole batch as one group sharing ``base`` tokens (which every row must share)."""
+    whole = [PrefixGroup(tuple(range(len(token_lists))), base)]
+    if len(token_lists) < 2:
+        return whole
+    split = prefix_groups(token_lists, base)
+    if len(split) > 1 and (prefill_tokens(token_lists, split, base)
+                           <= GROUP_SAVING * prefill_tokens(token_lists, whole, base)):
+        return split
+    return whole

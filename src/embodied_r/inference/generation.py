@@ -8,8 +8,9 @@ first fitted to the model's context by the context policy (``embodied_r.inferenc
 Every official-format reasoner prompt starts with the same ~220 tokens, 15-65% of the prompt, so
 ``generate_batch`` runs that shared prefix once (``batch_layout``); greedy outputs are unchanged
 (checked in tests against the plain path). Greedy batches of an engine go through ``greedy.greedy_decode``
-(a reserved cache, finished rows leaving the batch) once its first batch has shown that loop to give
-``model.generate``'s tokens on this model (``TransformersEngine.greedy_loop_report``).
+(a reserved cache, finished rows leaving the batch, each video's description run once for the questions
+about it) once its first batch has shown that loop to give ``model.generate``'s tokens on this model
+(``TransformersEngine.greedy_loop_report``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from embodied_r.core.chat import Messages
-from embodied_r.inference.batch_layout import cache_keyword, prefix_layout, shared_prefix_length
+from embodied_r.inference.batch_layout import (
+    PrefixGroup,
+    cache_keyword,
+    plan_groups,
+    prefill_tokens,
+    prefix_groups,
+    prefix_layout,
+    shared_prefix_length,
+)
 from embodied_r.inference.context_policy import (
     ContextError,
     ContextPolicy,
@@ -44,12 +53,13 @@ _GREEDY_CHECKS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKey
 def generate_batch(model: Any, tokenizer: Any, texts: Sequence[str] | None, max_new_tokens: int,
                    do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
                    share_prefix: bool = True, token_lists: Sequence[Sequence[int]] | None = None,
-                   top_k: int | None = None, greedy_loop: bool = False) -> list[str]:
+                   top_k: int | None = None, greedy_loop: bool = False, group_prefixes: bool = True) -> list[str]:
     """Generate one completion per already-templated text (or per ``token_lists`` entry, already
     tokenised); returns only the new text. When sampling, ``top_k`` (0: off, as TRL's GRPO default)
     replaces the model's own generation config value; None keeps it. ``greedy_loop`` decodes a greedy
     batch with ``greedy.greedy_decode`` instead of ``model.generate`` (callers check it first, as
-    ``TransformersEngine`` does)."""
+    ``TransformersEngine`` does); with ``group_prefixes`` the loop also runs each group of rows' longer
+    shared prefix once where that saves prefill (``batch_layout.plan_groups``)."""
     import torch
 
     kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "pad_token_id": tokenizer.pad_token_id}
@@ -66,7 +76,9 @@ def generate_batch(model: Any, tokenizer: Any, texts: Sequence[str] | None, max_
         from embodied_r.inference.greedy import greedy_decode
 
         shared = prefix if prefix >= MIN_SHARED_PREFIX else 0
-        continuations = greedy_decode(model, token_lists, shared, tokenizer.pad_token_id, max_new_tokens)
+        groups = plan_groups(token_lists, shared) if share_prefix and group_prefixes else None
+        continuations = greedy_decode(model, token_lists, shared, tokenizer.pad_token_id, max_new_tokens,
+                                      groups=groups)
         return tokenizer.batch_decode(continuations, skip_special_tokens=True)
     if prefix >= MIN_SHARED_PREFIX:
         input_ids, attention = prefix_layout(token_lists, prefix, tokenizer.pad_token_id, model.device)
@@ -129,6 +141,40 @@ def batched_completions(fitted: Sequence[FittedPrompt], max_new_tokens: int, bat
     return results
 
 
+def planned_prefill_tokens(token_lists: Sequence[Sequence[int]], batches: Sequence[Sequence[int]],
+                           grouped: bool = True) -> int:
+    """Prefill token positions of ``batches`` as ``generate_batch``'s greedy loop lays them out (with
+    ``grouped`` False: each batch as one group, the layout without ``group_prefixes``)."""
+    total = 0
+    for batch in batches:
+        rows = [token_lists[i] for i in batch]
+        base = common_prefix(rows)
+        groups = plan_groups(rows, base) if grouped else [PrefixGroup(tuple(range(len(rows))), base)]
+        total += prefill_tokens(rows, groups, base)
+    return total
+
+
+def common_prefix(token_lists: Sequence[Sequence[int]]) -> int:
+    """The batch-wide prefix ``generate_batch`` runs once (0 below ``MIN_SHARED_PREFIX`` tokens)."""
+    prefix = shared_prefix_length(token_lists) if len(token_lists) > 1 else 0
+    return prefix if prefix >= MIN_SHARED_PREFIX else 0
+
+
+def check_sample(token_lists: Sequence[Sequence[int]]) -> tuple[list[Sequence[int]], list[PrefixGroup] | None]:
+    """Rows of a first batch to check the loop on, and the groups to decode them in: where the batch has a
+    group of rows sharing a longer prefix and rows outside it, two of the group and one other row, split
+    into groups even where that would not pay on three rows, so the check runs the joined layout; otherwise
+    its first ``GREEDY_CHECK_ROWS`` rows as one group (None)."""
+    groups = prefix_groups(token_lists, common_prefix(token_lists))
+    shared = [group for group in groups if len(group.rows) > 1]
+    if not shared or len(groups) < 2:
+        return list(token_lists[:GREEDY_CHECK_ROWS]), None
+    other = next(group for group in groups if group is not shared[0])
+    rows = [token_lists[i] for i in shared[0].rows[:2]] + [token_lists[other.rows[0]]]
+    split = prefix_groups(rows, common_prefix(rows))
+    return rows, split if len(split) > 1 else None
+
+
 def _require_unskipped(fitted: Sequence[FittedPrompt]) -> None:
     if any(f.skipped for f in fitted):
         raise ValueError("generate_fitted got a skipped prompt; record it instead of generating")
@@ -175,9 +221,12 @@ class TransformersEngine(Engine):
 
     name = "transformers"
 
-    def __init__(self, model: Any, tokenizer: Any, greedy_loop: bool = True) -> None:
+    def __init__(self, model: Any, tokenizer: Any, greedy_loop: bool = True, group_prefixes: bool = True) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.greedy_loop = greedy_loop
+        # Rows of a batch that share more than the system prompt (questions about one video) have that
+        # longer prefix run once per group (greedy loop only; ``batch_layout.plan_groups``).
+        self.group_prefixes = group_prefixes
 
     def context_length(self) -> int:
         return model_context_length(self.model)
@@ -192,20 +241,19 @@ class TransformersEngine(Engine):
             token_lists = [fitted[i].token_ids for i in batch]
             loop = not sampling.get("do_sample") and self.greedy_loop_works(token_lists, max_new_tokens)
             return generate_batch(self.model, self.tokenizer, None, max_new_tokens, token_lists=token_lists,
-                                  greedy_loop=loop, **sampling)
+                                  greedy_loop=loop, group_prefixes=self.group_prefixes, **sampling)
 
         return batched_completions(fitted, max_new_tokens, batch_size, context, generate, on_batch)
 
     def greedy_loop_works(self, token_lists: Sequence[Sequence[int]], max_new_tokens: int) -> bool:
-        """Whether greedy batches may use the loop: on the first call for a model, its first
-        ``GREEDY_CHECK_ROWS`` rows are decoded by the loop and by ``model.generate`` as the same batch,
-        and the loop is used only if every token agrees; the outcome is kept for the model."""
+        """Whether greedy batches may use the loop: on the first call for a model, a few rows of its first
+        batch (``check_sample``) are decoded by the loop and by ``model.generate`` as one batch, and the
+        loop is used only if every token agrees; the outcome is kept for the model."""
         if not self.greedy_loop:
             return False
         report = self.greedy_loop_report
         if report is None:
-            report = _GREEDY_CHECKS[self.model] = self._check_greedy_loop(token_lists[:GREEDY_CHECK_ROWS],
-                                                                          max_new_tokens)
+            report = _GREEDY_CHECKS[self.model] = self._check_greedy_loop(token_lists, max_new_tokens)
         return bool(report["used"])
 
     @property
@@ -220,9 +268,10 @@ class TransformersEngine(Engine):
         if reason is not None:
             logger.info("greedy decoding through model.generate: %s", reason)
             return {"used": False, "reason": reason}
-        rows = list(token_lists)
+        rows, groups = (check_sample(token_lists) if self.group_prefixes
+                        else (list(token_lists[:GREEDY_CHECK_ROWS]), None))
         try:
-            loop = generate_batch(self.model, self.tokenizer, None, max_new_tokens, token_lists=rows, greedy_loop=True)
+            loop = self._loop_text(rows, groups, max_new_tokens)
         except Exception as error:  # a model the loop cannot run: model.generate decodes it, as it always could
             logger.warning("the greedy loop failed on this model (%r); decoding through model.generate", error)
             return {"used": False, "reason": f"the loop failed: {error!r}"}
@@ -231,8 +280,19 @@ class TransformersEngine(Engine):
         if not agreed:
             logger.warning("the greedy loop disagreed with model.generate on %d checked row(s); decoding through "
                            "model.generate for this model", len(rows))
-        return {"used": agreed, "checked_rows": len(rows), "agreed": agreed,
+        return {"used": agreed, "checked_rows": len(rows), "checked_groups": len(groups or ()) or 1, "agreed": agreed,
                 **({} if agreed else {"reason": "disagreed with model.generate on the first batch"})}
+
+    def _loop_text(self, rows: Sequence[Sequence[int]], groups: Sequence[PrefixGroup] | None,
+                   max_new_tokens: int) -> list[str]:
+        from embodied_r.inference.greedy import greedy_decode
+
+        if groups is None:
+            return generate_batch(self.model, self.tokenizer, None, max_new_tokens, token_lists=rows,
+                                  greedy_loop=True, group_prefixes=False)
+        ids = greedy_decode(self.model, rows, common_prefix(rows), self.tokenizer.pad_token_id, max_new_tokens,
+                            groups=groups)
+        return self.tokenizer.batch_decode(ids, skip_special_tokens=True)
 
 
 class VLLMEngine(Engine):

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from embodied_r.inference.batch_layout import cache_keyword, prefix_layout
+from embodied_r.inference.batch_layout import PrefixGroup, cache_keyword, prefix_layout
 
 # Generation-config fields that make greedy decoding something other than the argmax of the logits, with
 # the values at which they do nothing. A model whose config sets any of them is decoded by ``generate``.
@@ -80,32 +80,47 @@ def end_token_ids(model: Any) -> list[int]:
 
 
 def greedy_decode(model: Any, token_lists: Sequence[Sequence[int]], prefix: int, pad_id: int,
-                  max_new_tokens: int) -> list[list[int]]:
+                  max_new_tokens: int, groups: Sequence[PrefixGroup] | None = None) -> list[list[int]]:
     """Greedy continuation ids of every row, each ending with its end-of-sequence token when one came.
 
-    ``prefix`` leading tokens, the same in every row, are run once and shared (0: none). Raises
-    ``ValueError`` for a model the loop does not reproduce (``unsupported_reason``)."""
+    ``prefix`` leading tokens, the same in every row, are run once and shared (0: none). ``groups``
+    (``batch_layout.plan_groups``, each sharing at least ``prefix`` tokens) go one step further: each
+    group's longer prefix runs once on top of that, its rows are prefilled together, and the groups'
+    caches are joined, right-aligned, into one batch that decodes as usual. Raises ``ValueError`` for a
+    model the loop does not reproduce (``unsupported_reason``) and for groups that do not fit the batch."""
     import torch
 
-    from embodied_r.inference.reserved_cache import reserved_cache_for
+    from embodied_r.inference.reserved_cache import reserved_cache_for, right_aligned
 
     reason = unsupported_reason(model)
     if reason is not None:
         raise ValueError(f"greedy_decode cannot decode this model exactly: {reason}")
+    groups = list(groups) if groups else [PrefixGroup(tuple(range(len(token_lists))), prefix)]
+    if sorted(row for group in groups for row in group.rows) != list(range(len(token_lists))):
+        raise ValueError("the prefix groups must name every row of the batch exactly once")
+    if any(group.prefix < prefix for group in groups):
+        raise ValueError(f"every prefix group must share at least the batch's {prefix} common tokens")
     device = model.device
     keyword = cache_keyword(model)
-    ids, mask = prefix_layout(token_lists, prefix, pad_id, device)
-    cache = reserved_cache_for(model.config, ids.shape[1] + max_new_tokens)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
     ends = torch.tensor(end_token_ids(model), device=device)
     with torch.inference_mode():
+        base = None
         if prefix:
-            model(input_ids=ids[:1, :prefix], use_cache=True, logits_to_keep=1, **{keyword: cache})
-            cache.batch_repeat_interleave(len(token_lists))
-        logits = model(input_ids=ids[:, prefix:], attention_mask=mask, position_ids=positions[:, prefix:],
-                       use_cache=True, logits_to_keep=1, **{keyword: cache}).logits[:, -1]
-        rows = torch.arange(len(token_lists), device=device)
-        last_position = positions[:, -1]
+            base = reserved_cache_for(model.config, prefix)
+            model(input_ids=torch.tensor([list(token_lists[0][:prefix])], device=device), use_cache=True,
+                  logits_to_keep=1, **{keyword: base})
+        if len(groups) == 1:
+            cache, mask, last_position, logits = _prefill(model, token_lists, groups[0].prefix, pad_id,
+                                                          max_new_tokens, base)
+        else:
+            parts = [_prefill(model, [token_lists[i] for i in group.rows], group.prefix, pad_id, 0, base)
+                     for group in groups]
+            width = max(part[1].shape[1] for part in parts)
+            cache = right_aligned([part[0] for part in parts], width + max_new_tokens)
+            mask = torch.cat([torch.nn.functional.pad(part[1], (width - part[1].shape[1], 0)) for part in parts])
+            last_position = torch.cat([part[2] for part in parts])
+            logits = torch.cat([part[3] for part in parts])
+        rows = torch.tensor([row for group in groups for row in group.rows], device=device)
         continuations: list[list[int]] = [[] for _ in token_lists]
         for step in range(max_new_tokens):
             chosen = logits.argmax(-1)
@@ -123,3 +138,28 @@ def greedy_decode(model: Any, token_lists: Sequence[Sequence[int]], prefix: int,
             logits = model(input_ids=chosen[:, None], attention_mask=mask, position_ids=last_position[:, None],
                            use_cache=True, logits_to_keep=1, **{keyword: cache}).logits[:, -1]
     return continuations
+
+
+def _prefill(model: Any, token_lists: Sequence[Sequence[int]], prefix: int, pad_id: int, room: int,
+             base: Any | None) -> tuple[Any, Any, Any, Any]:
+    """One group's prefill in ``prefix_layout``: its ``prefix`` once (continuing the ``base`` cache of the
+    tokens every group shares, when there is one), then every row's own tokens. Returns the cache (with
+    ``room`` free positions), the mask, each row's last position id and its last-position logits."""
+    from embodied_r.inference.reserved_cache import reserved_cache_for
+
+    keyword = cache_keyword(model)
+    ids, mask = prefix_layout(token_lists, prefix, pad_id, model.device)
+    cache = reserved_cache_for(model.config, ids.shape[1] + room)
+    done = 0
+    if base is not None:
+        for layer, shared in zip(cache.layers, base.layers):
+            layer.update(shared.keys, shared.values)
+        done = base.get_seq_length()
+    if prefix > done:
+        model(input_ids=ids[:1, done:prefix], use_cache=True, logits_to_keep=1, **{keyword: cache})
+    if prefix:
+        cache.batch_repeat_interleave(len(token_lists))
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=ids[:, prefix:], attention_mask=mask, position_ids=positions[:, prefix:],
+                   use_cache=True, logits_to_keep=1, **{keyword: cache}).logits[:, -1]
+    return cache, mask, positions[:, -1], logits

@@ -8,6 +8,7 @@ decode step. Used by the evaluation's greedy loop (``greedy.greedy_decode``) and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -77,6 +78,33 @@ class ReservedLayer(DynamicLayer):
     def reset(self) -> None:
         self.used = 0
         super().reset()  # drops keys, values and is_initialized; the room is reallocated at the next write
+
+
+def right_aligned(caches: Sequence[DynamicCache], capacity: int) -> DynamicCache:
+    """One reserved cache holding every cache's rows in order, each cache's positions ending at the same
+    column (the longest cache's width). The columns before a shorter cache's start hold zeros; the caller's
+    attention mask must leave them out."""
+    widths = [cache.get_seq_length() for cache in caches]
+    width = max(widths)
+    if width > capacity:
+        raise ValueError(f"caches of {width} positions do not fit a reserved cache of {capacity}")
+    merged = reserved_cache(len(caches[0].layers), capacity)
+    for number, layer in enumerate(merged.layers):
+        parts = [cache.layers[number] for cache in caches]
+        keys, values = parts[0].keys, parts[0].values
+        rows = sum(part.keys.shape[0] for part in parts)
+        layer.lazy_initialization(keys, values)
+        layer.key_room = keys.new_zeros(rows, keys.shape[1], capacity, keys.shape[-1])
+        layer.value_room = values.new_zeros(rows, values.shape[1], capacity, values.shape[-1])
+        start = 0
+        for part, part_width in zip(parts, widths):
+            end = start + part.keys.shape[0]
+            layer.key_room[start:end, :, width - part_width:width] = part.keys
+            layer.value_room[start:end, :, width - part_width:width] = part.values
+            start = end
+        layer.used = width
+        layer._view()
+    return merged
 
 
 def reserved_cache(num_layers: int, capacity: int) -> DynamicCache:
