@@ -79,7 +79,7 @@ class DemoSize:
         # of the last action takes ~12-15 s, a supervised example ~5 s, rendering ~0.65 s a scene, and one
         # evaluation of the 120 held-out questions about 2 minutes (mostly encoding ~375-token prompts at
         # float32). ``train_steps`` is a cap: the train stage's time budget (``train_minutes``, measured as the
-        # demo runs) stops GRPO where the other stages leave no more time (18 steps at 120 questions on an
+        # demo runs) stops GRPO where the other stages leave no more time (14 and 18 steps at 120 questions on an
         # AVX-512 machine, short of MIN_GRPO_STEPS; docs/performance.md, "The demo").
         if minutes < 3:
             raise ValueError("the demo needs at least 3 minutes")

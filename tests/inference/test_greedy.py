@@ -316,3 +316,40 @@ def test_groups_that_miss_a_row_or_share_less_than_the_batch_are_refused(tiny) -
         greedy.greedy_decode(model, rows, 0, tokenizer.pad_token_id, 2, groups=[PrefixGroup((0, 1), 0)])
     with pytest.raises(ValueError, match="at least the batch's 5"):
         greedy.greedy_decode(model, rows, 5, tokenizer.pad_token_id, 2, groups=[PrefixGroup((0, 1, 2), 2)])
+
+
+def test_rows_wider_than_a_sliding_window_keep_plain_left_padding(monkeypatch) -> None:
+    from transformers import Gemma3TextConfig
+
+    from embodied_r.inference.batch_layout import gaps_allowed, window_of
+
+    config = Gemma3TextConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                              num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
+                              layer_types=["sliding_attention", "full_attention"])
+    assert window_of(config) == 8
+    assert window_of(Gemma3TextConfig(sliding_window=8, layer_types=["full_attention"] * 2,
+                                      num_hidden_layers=2)) is None
+    model = type("Model", (), {"config": config})()
+    assert gaps_allowed(model, 8) and not gaps_allowed(model, 9)
+
+
+def test_a_sliding_window_model_decodes_rows_longer_than_its_window_as_each_row_alone(tmp_path: Path) -> None:
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    from tests.tiny_models import build_tiny_tokenizer
+
+    tokenizer = build_tiny_tokenizer()
+    config = Gemma3TextConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                              num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
+                              layer_types=["sliding_attention", "full_attention"], initializer_range=0.2,
+                              pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                              bos_token_id=tokenizer.bos_token_id)
+    torch.manual_seed(0)
+    model = Gemma3ForCausalLM(config).eval()
+    # A long shared prefix, then one row with 2 tokens of its own and one with 30: laid out with the prefix
+    # shared, the short row's last tokens would have 28 columns of padding inside their 8-position window.
+    shared = list(range(5, 45))
+    rows = [shared + [150, 151], shared + list(range(60, 90))]  # (this model says other tokens with the gap)
+    alone = [generate_batch(model, tokenizer, None, max_new_tokens=12, token_lists=[r])[0] for r in rows]
+    assert generate_batch(model, tokenizer, None, max_new_tokens=12, token_lists=rows, greedy_loop=True) == alone
+    assert generate_batch(model, tokenizer, None, max_new_tokens=12, token_lists=rows) == alone

@@ -46,6 +46,30 @@ def cache_keyword(model: Any) -> str:
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
+def window_of(config: Any) -> int | None:
+    """The narrowest attention span of a model with sliding-window or chunked layers (None: every layer
+    attends to all earlier positions)."""
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    types = getattr(text, "layer_types", None)
+    spans = []
+    window = getattr(text, "sliding_window", None)
+    if window and (("sliding_attention" in types) if types is not None else getattr(text, "use_sliding_window", True)):
+        spans.append(int(window))
+    chunk = getattr(text, "attention_chunk_size", None)
+    if chunk and (types is None or "chunked_attention" in types):
+        spans.append(int(chunk))
+    return min(spans) if spans else None
+
+
+def gaps_allowed(model: Any, width: int) -> bool:
+    """Whether padding may sit inside rows of ``width`` positions (prompt and new tokens): not where a
+    sliding window or attention chunk is narrower. transformers measures both in cache positions, padding
+    included, so a gap inside the window would hide real tokens that the row alone would see; plain left
+    padding stays exact there."""
+    span = window_of(getattr(model, "config", None) or object())
+    return span is None or width <= span
+
+
 def prefix_layout(token_lists: Sequence[Sequence[int]], prefix: int, pad_id: int, device: Any) -> tuple[Any, Any]:
     """``[prefix][padding][own tokens]`` ids and mask; the padding sits where no row attends to it (with
     ``prefix`` 0: plain left padding, the layout of TRL's generation batch)."""

@@ -24,6 +24,7 @@ from embodied_r.core.chat import Messages
 from embodied_r.inference.batch_layout import (
     PrefixGroup,
     cache_keyword,
+    gaps_allowed,
     plan_groups,
     prefill_tokens,
     prefix_groups,
@@ -71,6 +72,8 @@ def generate_batch(model: Any, tokenizer: Any, texts: Sequence[str] | None, max_
         kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
     if token_lists is None:
         token_lists = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts or ()]
+    # A shared prefix puts padding inside the rows; a sliding window narrower than the rows would see it.
+    share_prefix = share_prefix and gaps_allowed(model, max(map(len, token_lists), default=0) + max_new_tokens)
     prefix = shared_prefix_length(token_lists) if share_prefix and len(token_lists) > 1 else 0
     if greedy_loop and not do_sample:
         from embodied_r.inference.greedy import greedy_decode
@@ -160,19 +163,21 @@ def common_prefix(token_lists: Sequence[Sequence[int]]) -> int:
     return prefix if prefix >= MIN_SHARED_PREFIX else 0
 
 
-def check_sample(token_lists: Sequence[Sequence[int]]) -> tuple[list[Sequence[int]], list[PrefixGroup] | None]:
-    """Rows of a first batch to check the loop on, and the groups to decode them in: where the batch has a
-    group of rows sharing a longer prefix and rows outside it, two of the group and one other row, split
-    into groups even where that would not pay on three rows, so the check runs the joined layout; otherwise
-    its first ``GREEDY_CHECK_ROWS`` rows as one group (None)."""
-    groups = prefix_groups(token_lists, common_prefix(token_lists))
+def check_sample(token_lists: Sequence[Sequence[int]]) -> tuple[list[Sequence[int]], list[PrefixGroup] | None, int]:
+    """Rows of a first batch to check the loop on, the groups to decode them in, and the prefix all of them
+    share: where the batch has a group of rows sharing a longer prefix and rows outside it, two of that group
+    and one other row, in two groups as the batch would have them (even where that would not pay on three
+    rows), so the check runs the joined layout; otherwise its first ``GREEDY_CHECK_ROWS`` rows as one group
+    (None)."""
+    base = common_prefix(token_lists)
+    groups = prefix_groups(token_lists, base)
     shared = [group for group in groups if len(group.rows) > 1]
     if not shared or len(groups) < 2:
-        return list(token_lists[:GREEDY_CHECK_ROWS]), None
+        rows = list(token_lists[:GREEDY_CHECK_ROWS])
+        return rows, None, common_prefix(rows)
     other = next(group for group in groups if group is not shared[0])
     rows = [token_lists[i] for i in shared[0].rows[:2]] + [token_lists[other.rows[0]]]
-    split = prefix_groups(rows, common_prefix(rows))
-    return rows, split if len(split) > 1 else None
+    return rows, [PrefixGroup((0, 1), shared[0].prefix), PrefixGroup((2,), base)], base
 
 
 def _require_unskipped(fitted: Sequence[FittedPrompt]) -> None:
@@ -268,10 +273,12 @@ class TransformersEngine(Engine):
         if reason is not None:
             logger.info("greedy decoding through model.generate: %s", reason)
             return {"used": False, "reason": reason}
-        rows, groups = (check_sample(token_lists) if self.group_prefixes
-                        else (list(token_lists[:GREEDY_CHECK_ROWS]), None))
+        width = max(map(len, token_lists), default=0) + max_new_tokens
+        grouping = self.group_prefixes and gaps_allowed(self.model, width)
+        rows, groups, base = (check_sample(token_lists) if grouping
+                              else (list(token_lists[:GREEDY_CHECK_ROWS]), None, 0))
         try:
-            loop = self._loop_text(rows, groups, max_new_tokens)
+            loop = self._loop_text(rows, groups, base, max_new_tokens)
         except Exception as error:  # a model the loop cannot run: model.generate decodes it, as it always could
             logger.warning("the greedy loop failed on this model (%r); decoding through model.generate", error)
             return {"used": False, "reason": f"the loop failed: {error!r}"}
@@ -283,15 +290,16 @@ class TransformersEngine(Engine):
         return {"used": agreed, "checked_rows": len(rows), "checked_groups": len(groups or ()) or 1, "agreed": agreed,
                 **({} if agreed else {"reason": "disagreed with model.generate on the first batch"})}
 
-    def _loop_text(self, rows: Sequence[Sequence[int]], groups: Sequence[PrefixGroup] | None,
+    def _loop_text(self, rows: Sequence[Sequence[int]], groups: Sequence[PrefixGroup] | None, base: int,
                    max_new_tokens: int) -> list[str]:
+        """The loop's completions of ``rows``: in ``groups`` over ``base`` shared tokens, or as
+        ``generate_batch`` lays them out (None)."""
         from embodied_r.inference.greedy import greedy_decode
 
         if groups is None:
             return generate_batch(self.model, self.tokenizer, None, max_new_tokens, token_lists=rows,
                                   greedy_loop=True, group_prefixes=False)
-        ids = greedy_decode(self.model, rows, common_prefix(rows), self.tokenizer.pad_token_id, max_new_tokens,
-                            groups=groups)
+        ids = greedy_decode(self.model, rows, base, self.tokenizer.pad_token_id, max_new_tokens, groups=groups)
         return self.tokenizer.batch_decode(ids, skip_special_tokens=True)
 
 
