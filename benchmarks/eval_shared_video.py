@@ -111,8 +111,10 @@ def main(argv: list[str] | None = None) -> None:
           f"{'prefill tokens':>16}")
     for (name, (mean_s, _)), tokens in zip(sides.items(), (flat_tokens, grouped_tokens)):
         print(f"{name:<40}{mean_s:>9.1f}{len(rows) / mean_s:>13.2f}{tokens:>16}")
+    joined = (grouped_engine.greedy_loop_report or {}).get("joined")
     print(f"speed-up: {flat_s / grouped_s:.2f}x ({flat_tokens / grouped_tokens:.2f}x fewer prefill tokens); "
-          f"completions identical on {same}/{len(rows)}")
+          f"completions identical on {same}/{len(rows)}; the joined layout's check against model.generate: "
+          f"{joined}")
     if args.record is not None:
         settings = {"model": args.model, "real": args.real, "n": len(rows), "videos": args.videos,
                     "questions": args.questions, "frames": args.frames, "batch_size": args.batch_size,
@@ -127,7 +129,9 @@ def main(argv: list[str] | None = None) -> None:
                                 "round_seconds": seconds[grouped_name], "prefill_tokens": grouped_tokens,
                                 "questions_per_s": len(rows) / grouped_s}],
                    "speedup": flat_s / grouped_s, "prefill_ratio": flat_tokens / grouped_tokens,
-                   "completions_identical": same}
+                   "completions_identical": same,
+                   # The engine's own check of the joined layout against model.generate (its first grouped batch).
+                   "joined_check": (grouped_engine.greedy_loop_report or {}).get("joined")}
         write_record(args.record, "eval_shared_video", argv, settings, results)
 
 

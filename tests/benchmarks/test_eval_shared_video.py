@@ -20,5 +20,6 @@ def test_the_benchmark_compares_both_layouts_and_records_each_round(tmp_path: Pa
     results = json.loads(record.read_text())["results"]
     flat, grouped = results["runners"]
     assert results["completions_identical"] == 6
+    assert results["joined_check"] == {"used": True, "checked_rows": 3, "checked_groups": 2, "agreed": True}
     assert grouped["prefill_tokens"] < flat["prefill_tokens"]
     assert len(flat["round_seconds"]) == len(grouped["round_seconds"]) == 2

@@ -28,7 +28,7 @@ def test_a_split_that_does_not_pay_keeps_one_group() -> None:
     whole = [PrefixGroup((0, 1, 2), 40)]
     split = prefix_groups(rows, base=40)
     assert len(split) == 2
-    assert prefill_tokens(rows, split, 40) > 0.9 * prefill_tokens(rows, whole, 40)  # 709 of 742 tokens
+    assert prefill_tokens(rows, split, 40) > 0.9 * prefill_tokens(rows, whole, 40)  # 706 of 739 tokens
     assert plan_groups(rows, 40) == whole
 
 

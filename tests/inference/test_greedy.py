@@ -105,7 +105,7 @@ def test_the_engine_checks_the_loop_once_and_uses_it(tiny, monkeypatch) -> None:
                      for i in range(5)]
     answers = engine.generate_chats(conversations, max_new_tokens=8, batch_size=2)
     report = engine.greedy_loop_report
-    assert report == {"used": True, "checked_rows": 2, "checked_groups": 1, "agreed": True}
+    assert report == {"used": True, "checked_rows": 2, "agreed": True}
     assert calls == [2, 2, 2, 1]  # the check's two rows, then every batch through the loop
     plain = TransformersEngine(model, tokenizer, greedy_loop=False).generate_chats(conversations, 8, batch_size=2)
     assert answers == plain
@@ -125,7 +125,7 @@ def test_a_loop_that_disagrees_is_not_used(tiny, monkeypatch) -> None:
     conversations = [build_reasoner_messages([{"delta": "A lamp."}], f"Question {i}?", ["A. x", "B. y"])
                      for i in range(3)]
     answers = engine.generate_chats(conversations, max_new_tokens=8, batch_size=2)
-    assert engine.greedy_loop_report == {"used": False, "checked_rows": 2, "checked_groups": 1, "agreed": False,
+    assert engine.greedy_loop_report == {"used": False, "checked_rows": 2, "agreed": False,
                                          "reason": "disagreed with model.generate on the first batch"}
     assert answers == TransformersEngine(model, tokenizer, greedy_loop=False).generate_chats(conversations, 8)
     generation._GREEDY_CHECKS.pop(model, None)
@@ -263,8 +263,9 @@ def test_the_engine_groups_a_batchs_questions_by_video_and_checks_the_joined_lay
     engine = TransformersEngine(model, tokenizer)
     answers = engine.generate_chats(conversations, max_new_tokens=12, batch_size=8)
     report = engine.greedy_loop_report
-    assert report == {"used": True, "checked_rows": 3, "checked_groups": 2, "agreed": True}
-    assert seen[0] == [1, 2] and seen[1:] == [[2, 3, 3]]  # the check's joined layout, then one group per video
+    assert report == {"used": True, "checked_rows": 2, "agreed": True,
+                      "joined": {"used": True, "checked_rows": 3, "checked_groups": 2, "agreed": True}}
+    assert seen == [[1, 2], [2, 3, 3]]  # the joined layout's check, then the batch: one group per video
     plain = TransformersEngine(model, tokenizer, greedy_loop=False).generate_chats(conversations, 12, batch_size=8)
     assert answers == plain
     generation._GREEDY_CHECKS.pop(model, None)
@@ -283,8 +284,33 @@ def test_without_grouping_the_engine_decodes_each_batch_as_one_group(tiny, monke
     monkeypatch.setattr(greedy, "greedy_decode", recorded)
     engine = TransformersEngine(model, tokenizer, group_prefixes=False)
     engine.generate_chats(video_conversations({"sofa": 2, "bed": 2}), max_new_tokens=4, batch_size=4)
-    assert seen == [None, None]  # the check and the one batch, neither grouped
-    assert engine.greedy_loop_report["checked_groups"] == 1
+    assert seen == [None, None]  # the loop's check and the one batch, neither grouped
+    assert "joined" not in engine.greedy_loop_report
+    generation._GREEDY_CHECKS.pop(model, None)
+
+
+def test_a_joined_layout_that_disagrees_leaves_the_loop_ungrouped(tiny, monkeypatch) -> None:
+    model, tokenizer = tiny
+    generation._GREEDY_CHECKS.pop(model, None)
+    original = greedy.greedy_decode
+
+    def wrong_when_grouped(*args, **kwargs):
+        if kwargs.get("groups") and len(kwargs["groups"]) > 1:
+            return [[tokenizer.convert_tokens_to_ids("A")] * args[4] for _ in args[1]]
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(greedy, "greedy_decode", wrong_when_grouped)
+    engine = TransformersEngine(model, tokenizer)
+    # The first batch (two questions about one video) does not group; the second, three videos, does.
+    conversations = video_conversations({"sofa": 2}) + video_conversations({"bed": 2, "tv": 2, "cat": 1})
+    first = engine.generate_chats(conversations[:2], max_new_tokens=8, batch_size=8)
+    assert "joined" not in engine.greedy_loop_report
+    second = engine.generate_chats(conversations[2:], max_new_tokens=8, batch_size=8)
+    report = engine.greedy_loop_report
+    assert report["used"] is True and report["joined"]["used"] is False
+    assert report["joined"]["reason"] == "disagreed with model.generate on the first grouped batch"
+    plain = TransformersEngine(model, tokenizer, greedy_loop=False)
+    assert first + second == plain.generate_chats(conversations[:2], 8) + plain.generate_chats(conversations[2:], 8)
     generation._GREEDY_CHECKS.pop(model, None)
 
 
@@ -327,8 +353,10 @@ def test_rows_wider_than_a_sliding_window_keep_plain_left_padding(monkeypatch) -
                               num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
                               layer_types=["sliding_attention", "full_attention"])
     assert window_of(config) == 8
-    assert window_of(Gemma3TextConfig(sliding_window=8, layer_types=["full_attention"] * 2,
-                                      num_hidden_layers=2)) is None
+    from transformers import LlamaConfig, Qwen2Config
+
+    assert window_of(Qwen2Config(use_sliding_window=False, sliding_window=8)) is None
+    assert window_of(LlamaConfig()) is None
     model = type("Model", (), {"config": config})()
     assert gaps_allowed(model, 8) and not gaps_allowed(model, 9)
 

@@ -52,8 +52,10 @@ def window_of(config: Any) -> int | None:
     text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
     types = getattr(text, "layer_types", None)
     spans = []
+    # Some models (Mistral, Phi-3) apply ``sliding_window`` to every layer whatever ``layer_types`` says, so
+    # a window counts unless the config turns it off; a false "narrow" only costs the shared prefix.
     window = getattr(text, "sliding_window", None)
-    if window and (("sliding_attention" in types) if types is not None else getattr(text, "use_sliding_window", True)):
+    if window and getattr(text, "use_sliding_window", True) is not False:
         spans.append(int(window))
     chunk = getattr(text, "attention_chunk_size", None)
     if chunk and (types is None or "chunked_attention" in types):

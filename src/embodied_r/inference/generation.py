@@ -27,7 +27,6 @@ from embodied_r.inference.batch_layout import (
     gaps_allowed,
     plan_groups,
     prefill_tokens,
-    prefix_groups,
     prefix_layout,
     shared_prefix_length,
 )
@@ -61,6 +60,19 @@ def generate_batch(model: Any, tokenizer: Any, texts: Sequence[str] | None, max_
     batch with ``greedy.greedy_decode`` instead of ``model.generate`` (callers check it first, as
     ``TransformersEngine`` does); with ``group_prefixes`` the loop also runs each group of rows' longer
     shared prefix once where that saves prefill (``batch_layout.plan_groups``)."""
+    if token_lists is None:
+        token_lists = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts or ()]
+    ids = generate_ids(model, tokenizer, token_lists, max_new_tokens, do_sample=do_sample, temperature=temperature,
+                       top_p=top_p, share_prefix=share_prefix, top_k=top_k, greedy_loop=greedy_loop,
+                       group_prefixes=group_prefixes)
+    return tokenizer.batch_decode(ids, skip_special_tokens=True)
+
+
+def generate_ids(model: Any, tokenizer: Any, token_lists: Sequence[Sequence[int]], max_new_tokens: int,
+                 do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0, share_prefix: bool = True,
+                 top_k: int | None = None, greedy_loop: bool = False, group_prefixes: bool = True) -> list[list[int]]:
+    """``generate_batch``'s completions as token ids, each up to and with its first end-of-sequence token
+    (the padding ``model.generate`` adds after it left out), so two decoding paths compare token by token."""
     import torch
 
     kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "pad_token_id": tokenizer.pad_token_id}
@@ -70,8 +82,6 @@ def generate_batch(model: Any, tokenizer: Any, texts: Sequence[str] | None, max_
             kwargs["top_k"] = top_k
     else:
         kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-    if token_lists is None:
-        token_lists = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts or ()]
     # A shared prefix puts padding inside the rows; a sliding window narrower than the rows would see it.
     share_prefix = share_prefix and gaps_allowed(model, max(map(len, token_lists), default=0) + max_new_tokens)
     prefix = shared_prefix_length(token_lists) if share_prefix and len(token_lists) > 1 else 0
@@ -80,9 +90,7 @@ def generate_batch(model: Any, tokenizer: Any, texts: Sequence[str] | None, max_
 
         shared = prefix if prefix >= MIN_SHARED_PREFIX else 0
         groups = plan_groups(token_lists, shared) if share_prefix and group_prefixes else None
-        continuations = greedy_decode(model, token_lists, shared, tokenizer.pad_token_id, max_new_tokens,
-                                      groups=groups)
-        return tokenizer.batch_decode(continuations, skip_special_tokens=True)
+        return greedy_decode(model, token_lists, shared, tokenizer.pad_token_id, max_new_tokens, groups=groups)
     if prefix >= MIN_SHARED_PREFIX:
         input_ids, attention = prefix_layout(token_lists, prefix, tokenizer.pad_token_id, model.device)
         kwargs[cache_keyword(model)] = _prefix_cache(model, token_lists[0][:prefix], len(token_lists))
@@ -90,7 +98,14 @@ def generate_batch(model: Any, tokenizer: Any, texts: Sequence[str] | None, max_
         input_ids, attention = prefix_layout(token_lists, 0, tokenizer.pad_token_id, model.device)
     with torch.inference_mode():
         output = model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
-    return tokenizer.batch_decode(output[:, input_ids.shape[1]:], skip_special_tokens=True)
+    from embodied_r.inference.greedy import end_token_ids
+
+    ends = set(end_token_ids(model))
+    continuations = []
+    for row in output[:, input_ids.shape[1]:].tolist():
+        end = next((i for i, token in enumerate(row) if token in ends), None)
+        continuations.append(row if end is None else row[:end + 1])
+    return continuations
 
 
 def _prefix_cache(model: Any, prefix: Sequence[int], rows: int) -> Any:
@@ -163,18 +178,15 @@ def common_prefix(token_lists: Sequence[Sequence[int]]) -> int:
     return prefix if prefix >= MIN_SHARED_PREFIX else 0
 
 
-def check_sample(token_lists: Sequence[Sequence[int]]) -> tuple[list[Sequence[int]], list[PrefixGroup] | None, int]:
-    """Rows of a first batch to check the loop on, the groups to decode them in, and the prefix all of them
-    share: where the batch has a group of rows sharing a longer prefix and rows outside it, two of that group
-    and one other row, in two groups as the batch would have them (even where that would not pay on three
-    rows), so the check runs the joined layout; otherwise its first ``GREEDY_CHECK_ROWS`` rows as one group
-    (None)."""
+def check_sample(token_lists: Sequence[Sequence[int]]) -> tuple[list[Sequence[int]], list[PrefixGroup], int] | None:
+    """Rows of a batch that would group (``plan_groups``) to check the joined layout on: two of a group and
+    one other row, in two groups as the batch would have them (even where that would not pay on three rows),
+    with the prefix all of them share; None for a batch that would not group."""
     base = common_prefix(token_lists)
-    groups = prefix_groups(token_lists, base)
+    groups = plan_groups(token_lists, base)
     shared = [group for group in groups if len(group.rows) > 1]
-    if not shared or len(groups) < 2:
-        rows = list(token_lists[:GREEDY_CHECK_ROWS])
-        return rows, None, common_prefix(rows)
+    if len(groups) < 2 or not shared:
+        return None
     other = next(group for group in groups if group is not shared[0])
     rows = [token_lists[i] for i in shared[0].rows[:2]] + [token_lists[other.rows[0]]]
     return rows, [PrefixGroup((0, 1), shared[0].prefix), PrefixGroup((2,), base)], base
@@ -245,21 +257,42 @@ class TransformersEngine(Engine):
         def generate(batch: list[int]) -> list[str]:
             token_lists = [fitted[i].token_ids for i in batch]
             loop = not sampling.get("do_sample") and self.greedy_loop_works(token_lists, max_new_tokens)
+            grouped = loop and self.grouping_works(token_lists, max_new_tokens)
             return generate_batch(self.model, self.tokenizer, None, max_new_tokens, token_lists=token_lists,
-                                  greedy_loop=loop, group_prefixes=self.group_prefixes, **sampling)
+                                  greedy_loop=loop, group_prefixes=grouped, **sampling)
 
         return batched_completions(fitted, max_new_tokens, batch_size, context, generate, on_batch)
 
     def greedy_loop_works(self, token_lists: Sequence[Sequence[int]], max_new_tokens: int) -> bool:
-        """Whether greedy batches may use the loop: on the first call for a model, a few rows of its first
-        batch (``check_sample``) are decoded by the loop and by ``model.generate`` as one batch, and the
+        """Whether greedy batches may use the loop: on the first call for a model, its first
+        ``GREEDY_CHECK_ROWS`` rows are decoded by the loop and by ``model.generate`` as one batch, and the
         loop is used only if every token agrees; the outcome is kept for the model."""
         if not self.greedy_loop:
             return False
         report = self.greedy_loop_report
         if report is None:
-            report = _GREEDY_CHECKS[self.model] = self._check_greedy_loop(token_lists, max_new_tokens)
+            report = _GREEDY_CHECKS[self.model] = self._check_greedy_loop(token_lists[:GREEDY_CHECK_ROWS],
+                                                                          max_new_tokens)
         return bool(report["used"])
+
+    def grouping_works(self, token_lists: Sequence[Sequence[int]], max_new_tokens: int) -> bool:
+        """Whether this batch (decoded by the loop) may run its rows' longer shared prefixes once per group:
+        the first batch of a model that would group is checked first (``check_sample``: two rows of a group
+        and one other, joined as the batch would have them, against ``model.generate``), and grouping is used
+        only if every token agrees; the outcome is kept beside the loop's (``greedy_loop_report["joined"]``)."""
+        if not self.group_prefixes:
+            return False
+        if not gaps_allowed(self.model, max(map(len, token_lists), default=0) + max_new_tokens):
+            return False  # such a batch keeps plain left padding (generate_ids), so it has no groups
+        report = self.greedy_loop_report
+        if report is None or not report["used"]:
+            return False
+        if "joined" not in report:
+            sample = check_sample(token_lists)
+            if sample is None:
+                return True  # this batch would not group; a later one that does is checked then
+            report["joined"] = self._check_joined(*sample, max_new_tokens)
+        return bool(report["joined"]["used"])
 
     @property
     def greedy_loop_report(self) -> dict[str, Any] | None:
@@ -273,34 +306,35 @@ class TransformersEngine(Engine):
         if reason is not None:
             logger.info("greedy decoding through model.generate: %s", reason)
             return {"used": False, "reason": reason}
-        width = max(map(len, token_lists), default=0) + max_new_tokens
-        grouping = self.group_prefixes and gaps_allowed(self.model, width)
-        rows, groups, base = (check_sample(token_lists) if grouping
-                              else (list(token_lists[:GREEDY_CHECK_ROWS]), None, 0))
+        rows = list(token_lists)
         try:
-            loop = self._loop_text(rows, groups, base, max_new_tokens)
+            loop = generate_ids(self.model, self.tokenizer, rows, max_new_tokens, greedy_loop=True,
+                                group_prefixes=False)
         except Exception as error:  # a model the loop cannot run: model.generate decodes it, as it always could
             logger.warning("the greedy loop failed on this model (%r); decoding through model.generate", error)
             return {"used": False, "reason": f"the loop failed: {error!r}"}
-        plain = generate_batch(self.model, self.tokenizer, None, max_new_tokens, token_lists=rows)
-        agreed = loop == plain
+        agreed = loop == generate_ids(self.model, self.tokenizer, rows, max_new_tokens)
         if not agreed:
             logger.warning("the greedy loop disagreed with model.generate on %d checked row(s); decoding through "
                            "model.generate for this model", len(rows))
-        return {"used": agreed, "checked_rows": len(rows), "checked_groups": len(groups or ()) or 1, "agreed": agreed,
+        return {"used": agreed, "checked_rows": len(rows), "agreed": agreed,
                 **({} if agreed else {"reason": "disagreed with model.generate on the first batch"})}
 
-    def _loop_text(self, rows: Sequence[Sequence[int]], groups: Sequence[PrefixGroup] | None, base: int,
-                   max_new_tokens: int) -> list[str]:
-        """The loop's completions of ``rows``: in ``groups`` over ``base`` shared tokens, or as
-        ``generate_batch`` lays them out (None)."""
+    def _check_joined(self, rows: list[Sequence[int]], groups: list[PrefixGroup], base: int,
+                      max_new_tokens: int) -> dict[str, Any]:
         from embodied_r.inference.greedy import greedy_decode
 
-        if groups is None:
-            return generate_batch(self.model, self.tokenizer, None, max_new_tokens, token_lists=rows,
-                                  greedy_loop=True, group_prefixes=False)
-        ids = greedy_decode(self.model, rows, base, self.tokenizer.pad_token_id, max_new_tokens, groups=groups)
-        return self.tokenizer.batch_decode(ids, skip_special_tokens=True)
+        try:
+            joined = greedy_decode(self.model, rows, base, self.tokenizer.pad_token_id, max_new_tokens, groups=groups)
+        except Exception as error:  # the plain loop still decodes; only the grouping is given up
+            logger.warning("the greedy loop failed with prefix groups (%r); decoding batches ungrouped", error)
+            return {"used": False, "reason": f"the joined layout failed: {error!r}"}
+        agreed = joined == generate_ids(self.model, self.tokenizer, rows, max_new_tokens)
+        if not agreed:
+            logger.warning("prefix groups disagreed with model.generate on %d checked row(s); decoding batches "
+                           "ungrouped for this model", len(rows))
+        return {"used": agreed, "checked_rows": len(rows), "checked_groups": len(groups), "agreed": agreed,
+                **({} if agreed else {"reason": "disagreed with model.generate on the first grouped batch"})}
 
 
 class VLLMEngine(Engine):

@@ -120,6 +120,7 @@ def greedy_decode(model: Any, token_lists: Sequence[Sequence[int]], prefix: int,
             mask = torch.cat([torch.nn.functional.pad(part[1], (width - part[1].shape[1], 0)) for part in parts])
             last_position = torch.cat([part[2] for part in parts])
             logits = torch.cat([part[3] for part in parts])
+            del parts  # the groups' own caches, copied into the joined one: not kept through decoding
         rows = torch.tensor([row for group in groups for row in group.rows], device=device)
         continuations: list[list[int]] = [[] for _ in token_lists]
         for step in range(max_new_tokens):
