@@ -307,34 +307,35 @@ class TransformersEngine(Engine):
             logger.info("greedy decoding through model.generate: %s", reason)
             return {"used": False, "reason": reason}
         rows = list(token_lists)
-        try:
-            loop = generate_ids(self.model, self.tokenizer, rows, max_new_tokens, greedy_loop=True,
-                                group_prefixes=False)
-        except Exception as error:  # a model the loop cannot run: model.generate decodes it, as it always could
-            logger.warning("the greedy loop failed on this model (%r); decoding through model.generate", error)
-            return {"used": False, "reason": f"the loop failed: {error!r}"}
-        agreed = loop == generate_ids(self.model, self.tokenizer, rows, max_new_tokens)
-        if not agreed:
-            logger.warning("the greedy loop disagreed with model.generate on %d checked row(s); decoding through "
-                           "model.generate for this model", len(rows))
-        return {"used": agreed, "checked_rows": len(rows), "agreed": agreed,
-                **({} if agreed else {"reason": "disagreed with model.generate on the first batch"})}
+        return self._agreement(lambda: generate_ids(self.model, self.tokenizer, rows, max_new_tokens, greedy_loop=True,
+                                                    group_prefixes=False),
+                               rows, max_new_tokens, "the loop", "the first batch", "decoding through model.generate")
 
     def _check_joined(self, rows: list[Sequence[int]], groups: list[PrefixGroup], base: int,
                       max_new_tokens: int) -> dict[str, Any]:
         from embodied_r.inference.greedy import greedy_decode
 
+        report = self._agreement(lambda: greedy_decode(self.model, rows, base, self.tokenizer.pad_token_id,
+                                                       max_new_tokens, groups=groups),
+                                 rows, max_new_tokens, "the joined layout", "the first grouped batch",
+                                 "decoding batches ungrouped")
+        return {**report, "checked_groups": len(groups)} if "checked_rows" in report else report
+
+    def _agreement(self, decode: Callable[[], list[list[int]]], rows: list[Sequence[int]], max_new_tokens: int,
+                   what: str, where: str, otherwise: str) -> dict[str, Any]:
+        """Whether ``decode()`` gives ``model.generate``'s greedy token ids on ``rows``; an exception from it
+        counts as no (``model.generate`` can always decode instead)."""
         try:
-            joined = greedy_decode(self.model, rows, base, self.tokenizer.pad_token_id, max_new_tokens, groups=groups)
-        except Exception as error:  # the plain loop still decodes; only the grouping is given up
-            logger.warning("the greedy loop failed with prefix groups (%r); decoding batches ungrouped", error)
-            return {"used": False, "reason": f"the joined layout failed: {error!r}"}
-        agreed = joined == generate_ids(self.model, self.tokenizer, rows, max_new_tokens)
+            ids = decode()
+        except Exception as error:  # a path this model cannot run: the slower one decodes, as it always could
+            logger.warning("%s failed on this model (%r); %s", what, error, otherwise)
+            return {"used": False, "reason": f"{what} failed: {error!r}"}
+        agreed = ids == generate_ids(self.model, self.tokenizer, rows, max_new_tokens)
         if not agreed:
-            logger.warning("prefix groups disagreed with model.generate on %d checked row(s); decoding batches "
-                           "ungrouped for this model", len(rows))
-        return {"used": agreed, "checked_rows": len(rows), "checked_groups": len(groups), "agreed": agreed,
-                **({} if agreed else {"reason": "disagreed with model.generate on the first grouped batch"})}
+            logger.warning("%s disagreed with model.generate on %d checked row(s); %s for this model", what,
+                           len(rows), otherwise)
+        return {"used": agreed, "checked_rows": len(rows), "agreed": agreed,
+                **({} if agreed else {"reason": f"disagreed with model.generate on {where}"})}
 
 
 class VLLMEngine(Engine):
