@@ -48,15 +48,15 @@ def synthetic_videos(videos: int, questions: int, frames: int, seed: int = 0) ->
     return rows
 
 
-def planned_tokens(engine: TransformersEngine, rows: list[PromptRow], batch_size: int, max_new_tokens: int,
-                   grouped: bool) -> tuple[int, int]:
-    """(prompt tokens, prefill tokens as the engine lays the batches out) for one side."""
-    fitted = engine.fit([r.prompt for r in rows], max_new_tokens)
-    tokens = [list(f.token_ids) for f in fitted]
+def planned_tokens(engine: TransformersEngine, rows: list[PromptRow], batch_size: int,
+                   max_new_tokens: int) -> tuple[int, int, int]:
+    """(prompt tokens, prefill tokens with only the system prompt shared, prefill tokens by video) as the
+    engine lays out its batches (the same for both sides)."""
+    tokens = [list(f.token_ids) for f in engine.fit([r.prompt for r in rows], max_new_tokens)]
     lengths = [len(t) + max_new_tokens for t in tokens]
-    budget = ContextPolicy().max_batch_tokens
-    batches = token_budget_batches(lengths, budget, batch_size)
-    return sum(map(len, tokens)), planned_prefill_tokens(tokens, batches, grouped=grouped)
+    batches = token_budget_batches(lengths, ContextPolicy().max_batch_tokens, batch_size)
+    return (sum(map(len, tokens)), planned_prefill_tokens(tokens, batches, grouped=False),
+            planned_prefill_tokens(tokens, batches))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -101,8 +101,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"round {number + 1}, {name}: {seconds[name][-1]:.1f} s", flush=True)
     sides = {name: (sum(times) / len(times), predictions[name]) for name, times in seconds.items()}
     (flat_s, flat), (grouped_s, grouped) = sides.values()
-    prompt_tokens, flat_tokens = planned_tokens(flat_engine, rows, args.batch_size, args.max_new_tokens, False)
-    _, grouped_tokens = planned_tokens(grouped_engine, rows, args.batch_size, args.max_new_tokens, True)
+    prompt_tokens, flat_tokens, grouped_tokens = planned_tokens(grouped_engine, rows, args.batch_size,
+                                                                args.max_new_tokens)
     same = sum(a.completion == b.completion for a, b in zip(flat, grouped))
     print(f"model {args.model}; {len(rows)} questions ({'real: ' + args.real if args.real else 'synthetic'}), "
           f"{prompt_tokens / len(rows):.0f} prompt tokens each on average; greedy, max_new_tokens "

@@ -344,7 +344,7 @@ def test_groups_that_miss_a_row_or_share_less_than_the_batch_are_refused(tiny) -
         greedy.greedy_decode(model, rows, 5, tokenizer.pad_token_id, 2, groups=[PrefixGroup((0, 1, 2), 2)])
 
 
-def test_rows_wider_than_a_sliding_window_keep_plain_left_padding(monkeypatch) -> None:
+def test_rows_wider_than_a_sliding_window_keep_plain_left_padding() -> None:
     from transformers import Gemma3TextConfig
 
     from embodied_r.inference.batch_layout import gaps_allowed, window_of

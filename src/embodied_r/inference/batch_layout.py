@@ -87,8 +87,6 @@ def prefix_layout(token_lists: Sequence[Sequence[int]], prefix: int, pad_id: int
     return torch.tensor(ids, device=device), torch.tensor(mask, device=device)
 
 
-
-
 @dataclass(frozen=True)
 class PrefixGroup:
     """Rows of a batch (indices into it) whose first ``prefix`` tokens are the same and run once."""

@@ -84,14 +84,13 @@ def generate_ids(model: Any, tokenizer: Any, token_lists: Sequence[Sequence[int]
         kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
     # A shared prefix puts padding inside the rows; a sliding window narrower than the rows would see it.
     share_prefix = share_prefix and gaps_allowed(model, max(map(len, token_lists), default=0) + max_new_tokens)
-    prefix = shared_prefix_length(token_lists) if share_prefix and len(token_lists) > 1 else 0
+    prefix = common_prefix(token_lists) if share_prefix else 0
     if greedy_loop and not do_sample:
         from embodied_r.inference.greedy import greedy_decode
 
-        shared = prefix if prefix >= MIN_SHARED_PREFIX else 0
-        groups = plan_groups(token_lists, shared) if share_prefix and group_prefixes else None
-        return greedy_decode(model, token_lists, shared, tokenizer.pad_token_id, max_new_tokens, groups=groups)
-    if prefix >= MIN_SHARED_PREFIX:
+        groups = plan_groups(token_lists, prefix) if share_prefix and group_prefixes else None
+        return greedy_decode(model, token_lists, prefix, tokenizer.pad_token_id, max_new_tokens, groups=groups)
+    if prefix:
         input_ids, attention = prefix_layout(token_lists, prefix, tokenizer.pad_token_id, model.device)
         kwargs[cache_keyword(model)] = _prefix_cache(model, token_lists[0][:prefix], len(token_lists))
     else:
