@@ -901,11 +901,12 @@ def markdown(result: dict[str, Any]) -> str:
     and with OOD evaluations the OOD table (:func:`ood_table`)."""
     lines = []
     ood = result.get("ood") or {"arms": {}}
+    goals = goal_record(result)["arms"]
     for arm, info in result["arms"].items():
         lines += arm_table(arm, info, result) + [""]
         variants = variant_table(arm, info, result)
         lines += variants + [""] if variants else []
-        lines += [goal_line(goal_record(result)["arms"][arm]), ""]
+        lines += [goal_line(goals[arm]), ""]
         if arm in ood["arms"]:
             lines += ood_table(arm, ood["arms"][arm], ood, result) + [""]
     if result["arms_evaluated_on_test"]:
