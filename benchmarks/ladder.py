@@ -35,10 +35,10 @@ the same warm-up share it:
    (``synth world --ood``: larger rooms, object categories the default world never draws, 30 s walks) is
    made into ``OUT/data-ood`` at the ID data's detail level, span and prompt version (``--ood-scenes``,
    ``--ood-max-frames``: default the OOD world's suggestion, ``--ood-per-type``), its evaluated questions the
-   task types the arm evaluates; each seed's SFT model, GRPO after SFT (and the variants asked for) are
-   evaluated there into ``OUT/evals/ood-<part>``. A third table per arm: each run on ID and OOD per seed,
-   the drop (ID - OOD), GRPO - SFT on the OOD questions (exact paired test per seed) and SFT's drop -
-   GRPO's drop across seeds: does GRPO after SFT lose less than SFT alone?
+   task types the arm evaluates; each seed's SFT model and GRPO after SFT (with ``--ood-variants`` the
+   variants asked for too) are evaluated there into ``OUT/evals/ood-<part>``. A third table per arm: each
+   run on ID and OOD per seed, the drop (ID - OOD), GRPO - SFT on the OOD questions (exact paired test per
+   seed) and SFT's drop - GRPO's drop across seeds: does GRPO after SFT lose less than SFT alone?
 
 Test is evaluated once per final arm: the first test evaluation of an arm freezes its settings in
 ``OUT/test_log.json``; the same arm name with other settings is refused there, and the table lists every
@@ -1267,12 +1267,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     arm.add_argument("--max-new-tokens", type=int, default=64, help="completion budget, training and eval")
     ood = parser.add_argument_group("out of distribution (--ood; the OOD data is fixed per OUT)")
     ood.add_argument("--ood", action="store_true",
-                     help="also evaluate each seed's SFT model and GRPO after SFT (and the variants) on an OOD world "
-                     "(synth world --ood) at the data's detail level and span (needs --sft --grpo-from-sft)")
+                     help="also evaluate each seed's SFT model and GRPO after SFT (--ood-variants: the variants "
+                     "too) on an OOD world (synth world --ood) at the data's detail level and span (needs --sft "
+                     "--grpo-from-sft)")
     ood.add_argument("--ood-scenes", type=int, default=60, help="OOD rooms (default 60)")
     ood.add_argument("--ood-max-frames", type=int, default=None,
                      help="key frames per OOD video (default: the OOD world's suggestion, 10)")
     ood.add_argument("--ood-per-type", type=int, default=30, help="evaluated OOD questions per task type")
+    ood.add_argument("--ood-variants", action="store_true",
+                     help="also evaluate the control and GRPO alone there (off by default: the OOD question is "
+                     "SFT against GRPO after SFT, and each variant's OOD pass with its blind self costs about as "
+                     "much as training it)")
     arm.add_argument("--set", action="append", default=[], help="GRPO recipe override key=value")
     arm.add_argument("--dtype", default="float32", choices=("auto", "float32", "bfloat16"),
                      help="precision of every model stage; one per OUT (default float32: the same arithmetic "
@@ -1288,6 +1293,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.ood and not args.grpo_from_sft:
         parser.error("--ood asks whether GRPO after SFT loses less out of distribution than SFT alone: "
                      "add --sft --grpo-from-sft")
+    if args.ood_variants and not (args.ood and args.variants):
+        parser.error("--ood-variants evaluates the control and GRPO alone out of distribution: add --ood and "
+                     "--control or --grpo-alone")
     if args.arm.endswith(tuple(f"-{suffix}" for suffix in EVAL_KINDS)):
         parser.error(f"--arm {args.arm!r}: a name ending in -{', -'.join(EVAL_KINDS)} would read as another arm's "
                      "SFT model or variant in the evaluations")
@@ -1345,7 +1353,8 @@ def run_seed(args: argparse.Namespace, train: Path, start: Path, seed: int, eval
         variant_start = start if variant == "alone" else grpo_start
         model = train_seed(args, train, variant_start, seed, progress, variant)
         evaluate(args, eval_name(args.arm, seed, variant), model, evaluated, prior_from, progress)
-        evaluate_ood(args, eval_name(args.arm, seed, variant), model, ood, prior_from, progress)
+        if args.ood_variants:
+            evaluate_ood(args, eval_name(args.arm, seed, variant), model, ood, prior_from, progress)
 
 
 def evaluate_ood(args: argparse.Namespace, name: str, model: Path, ood: Path | None, prior_from: Path,

@@ -601,8 +601,9 @@ def test_the_record_holds_the_ood_table_s_numbers(ladder: ModuleType, tmp_path: 
 
 def test_ood_builds_its_data_once_and_evaluates_sft_and_grpo_after_sft_there(ladder: ModuleType,
                                                                               tmp_path: Path) -> None:
-    args = ladder.parse_args(["--out", str(tmp_path), "--arm", "a", "--sft", "--grpo-from-sft", "--control",
-                              "--ood", "--detail", "map", "--span", "2", "--eval-tasks", "last_action"])
+    argv = ["--out", str(tmp_path), "--arm", "a", "--sft", "--grpo-from-sft", "--control", "--ood", "--detail", "map",
+            "--span", "2", "--eval-tasks", "last_action"]
+    args = ladder.parse_args(argv)
     split = tmp_path / "data" / "split"
     split.mkdir(parents=True)
     record = {"id": "t0", "source": "synthetic_world", "task": "last_action", "video": "v.mp4", "question": "q",
@@ -637,14 +638,21 @@ def test_ood_builds_its_data_once_and_evaluates_sft_and_grpo_after_sft_there(lad
     ladder.run_seed(args, tmp_path / "train.jsonl", tmp_path / "warmup", 3, tmp_path / "dev.jsonl",
                     tmp_path / "train.jsonl", stages, ood)
     part = "ood-dev+last_action"
-    assert {f"eval:{part}:a-sft-seed3", f"eval:{part}:a-seed3", f"eval:{part}:a-control-seed3",
-            "eval:dev+last_action:a-seed3"} <= set(stages.ran)
+    assert {f"eval:{part}:a-sft-seed3", f"eval:{part}:a-seed3", "eval:dev+last_action:a-seed3",
+            "eval:dev+last_action:a-control-seed3"} <= set(stages.ran)
+    assert f"eval:{part}:a-control-seed3" not in stages.ran  # the variants stay in distribution by default
     sft = stages.ran[f"eval:{part}:a-sft-seed3"]
     assert sft[sft.index("--data") + 1] == str(ood)
     assert sft[sft.index("--out") + 1] == str(tmp_path / "evals" / part / "a-sft-seed3")
     assert "blind" in sft[sft.index("--baselines") + 1] and "solver" in sft[sft.index("--baselines") + 1]
     grpo = stages.ran[f"eval:{part}:a-seed3"]
     assert grpo[grpo.index("--model") + 1] == str(tmp_path / "arms" / "a" / "seed3" / "final")
+    variants = ladder.parse_args([*argv, "--ood-variants"])
+    stages = Stages(["sft:a:seed3"])
+    ladder.run_seed(variants, tmp_path / "train.jsonl", tmp_path / "warmup", 3, tmp_path / "dev.jsonl",
+                    tmp_path / "train.jsonl", stages, ood)
+    control = stages.ran[f"eval:{part}:a-control-seed3"]
+    assert control[control.index("--model") + 1] == str(tmp_path / "arms" / "a" / "seed3-control" / "final")
     without = Stages(["sft:a:seed3"])  # no --ood: no OOD evaluation
     ladder.run_seed(args, tmp_path / "train.jsonl", tmp_path / "warmup", 3, tmp_path / "dev.jsonl",
                     tmp_path / "train.jsonl", without)
@@ -658,6 +666,10 @@ def test_ood_is_refused_without_grpo_after_sft_and_at_another_detail_or_span(lad
             ladder.parse_args(["--out", str(tmp_path), *argv])
         error = capsys.readouterr().err
         assert "--ood asks whether GRPO after SFT loses less" in error and "add --sft --grpo-from-sft" in error
+    for argv in (["--ood-variants", "--control"], ["--ood-variants", "--ood"]):
+        with pytest.raises(SystemExit):
+            ladder.parse_args(["--out", str(tmp_path), "--sft", "--grpo-from-sft", *argv])
+        assert "--ood-variants evaluates the control and GRPO alone" in capsys.readouterr().err
     common = ["--out", str(tmp_path), "--sft", "--grpo-from-sft", "--ood"]
     made = ladder.parse_args(common + ["--detail", "map", "--span", "any"])
     (tmp_path / "data-ood").mkdir()
