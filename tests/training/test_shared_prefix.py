@@ -391,3 +391,84 @@ def test_the_compact_head_equals_trls_fused_head(tiny_lm_dir, tmp_path, compute_
     torch.testing.assert_close(results[2][0], fused, rtol=0, atol=0)  # the fused head itself, bit for bit
     # Off the CPU, TRL's head (it scores only the completion positions there already).
     assert shared_prefix.compact_head(trainer.model, torch.device("cuda"), 1.0, False) is None
+
+
+# Gemma 3 alternates sliding-window and global layers. Packing gives each layer type its own mask, the sliding
+# layers' cut to the window, so rows wider than the window pack exactly (a single block mask would let the
+# sliding layers see the whole prompt).
+GEMMA3_WINDOW = 6
+
+
+@pytest.fixture(scope="module")
+def tiny_gemma3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tiny_models import build_tiny_tokenizer
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    tokenizer = build_tiny_tokenizer()
+    config = Gemma3TextConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                              num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                              sliding_window=GEMMA3_WINDOW,
+                              layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                              pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                              bos_token_id=tokenizer.bos_token_id)
+    torch.manual_seed(0)
+    model = Gemma3ForCausalLM(config)
+    perturb(model, seed=4, scale=0.2)  # away from the initial near-uniform logits and zero norms
+    path = tmp_path_factory.mktemp("tiny_gemma3")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_gemma3_packs_rows_wider_than_its_window_exactly(tiny_gemma3_dir, tmp_path, attention) -> None:
+    trainer = make_trainer(tiny_gemma3_dir, tmp_path, attention, beta=0.04, num_iterations=2)
+    perturb(trainer.ref_model, seed=1)
+    tok = trainer.processing_class
+    batch = make_batch([5, 13, 8, 8], 4, 10, tok.pad_token_id, tok.eos_token_id, seed=6, mask_truncated=True)
+    ids, mask, keep = joined(batch)
+    assert ids.size(1) > 3 * GEMMA3_WINDOW
+    assert shared_prefix.stock_path_reason(trainer.model, ids, mask, keep, False, {})[0] is None
+    forwards = ForwardLog(trainer.model)
+    stock = logps(trainer, trainer.model, batch, shared=False, compute_entropy=True)
+    forwards.take()
+    shared = logps(trainer, trainer.model, batch, shared=True, compute_entropy=True)
+    assert forwards.take()[0][0] == 4  # one packed sequence per prompt: the packed path ran
+    torch.testing.assert_close(shared[0], stock[0], **FP32)
+    torch.testing.assert_close(shared[1], stock[1], **FP32)
+
+    old_stock = grpo_inputs(trainer, batch, shared=False, seed=7)
+    old_shared = grpo_inputs(trainer, batch, shared=True, seed=7)
+    torch.testing.assert_close(old_shared["ref_per_token_logps"], old_stock["ref_per_token_logps"], **FP32)
+    perturb(trainer.model, seed=2, scale=0.01)
+    stock_loss, stock_grads = loss_and_gradients(trainer, old_stock, shared=False)
+    shared_loss, shared_grads = loss_and_gradients(trainer, old_shared, shared=True)
+    torch.testing.assert_close(shared_loss, stock_loss, rtol=1e-5, atol=0.0)
+    assert_gradients_close(shared_grads, stock_grads, GRAD_RTOL_FP32)
+
+
+def test_only_the_sliding_layers_mask_is_cut_to_the_window(tiny_gemma3_dir, tiny_lm_dir, tmp_path) -> None:
+    from transformers import AutoModelForCausalLM, MistralConfig, MistralForCausalLM
+
+    gemma = AutoModelForCausalLM.from_pretrained(tiny_gemma3_dir, attn_implementation="sdpa")
+    segments = torch.tensor([[0] * 10 + [1, 1, 1, 2, 2, -1]])
+    positions = torch.tensor([list(range(2, 12)) + [11, 12, 13, 11, 12, 0]])
+    masks = shared_prefix.packed_masks(gemma.config, segments, positions, torch.float32)
+    assert set(masks) == {"sliding_attention", "full_attention"}
+    full, sliding = masks["full_attention"][0, 0], masks["sliding_attention"][0, 0]
+    assert torch.equal(full, shared_prefix.block_mask(segments, "sdpa", torch.float32)[0, 0])
+    # Block 1's last token (position 13) sees keys at positions 8..13 in the sliding layers: prompt columns
+    # 6..9 (positions 8..11) and its own block, not block 2; the global layers see the whole prompt.
+    assert sliding[12].nonzero().flatten().tolist() == [6, 7, 8, 9, 10, 11, 12]
+    assert full[12].nonzero().flatten().tolist() == list(range(13))
+    assert bool(sliding.any(-1).all())  # no query row is left without a key
+    assert shared_prefix.unsupported_reason(gemma, 1000) is None
+    # A model without sliding layers gets one mask, and Mistral (one mask for every layer) keeps refusing
+    # rows wider than its window.
+    llama = AutoModelForCausalLM.from_pretrained(tiny_lm_dir, attn_implementation="sdpa")
+    assert isinstance(shared_prefix.packed_masks(llama.config, segments, positions, torch.float32), torch.Tensor)
+    mistral = MistralForCausalLM(MistralConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                               num_attention_heads=2, num_key_value_heads=1, sliding_window=8,
+                                               attn_implementation="sdpa"))
+    assert shared_prefix.unsupported_reason(mistral, 8) is None
+    assert "exceed the sliding window of 8" in shared_prefix.unsupported_reason(mistral, 9)

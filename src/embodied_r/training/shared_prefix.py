@@ -42,7 +42,12 @@ SUPPORTED_ATTENTION = ("sdpa", "eager")
 # Decoder-only text models whose backbone takes ``position_ids`` and a 4D mask through
 # transformers' masking_utils (which returns a 4D mask unchanged) and uses rotary positions. Models that
 # derive positions from the 2D mask (OPT) or mix in other inputs are not packed.
-SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
+SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "gemma3_text")
+# Of those, the backbones that also take a dict of 4D masks keyed by layer type as is: each sliding-window
+# layer then gets the block mask cut to its window, so rows wider than the window pack exactly too (Gemma 3
+# alternates five 512-token sliding layers with one global layer). Mistral builds one mask for all layers.
+LAYER_TYPE_MASK_MODEL_TYPES = ("qwen2", "qwen3", "gemma3_text")
+SLIDING = "sliding_attention"
 IGNORE_INDEX = -100  # the label value TRL's fused head skips
 # Reasons for the stock path that are routine rather than a limitation worth a warning.
 OFF = "shared_prefix_update is off"
@@ -88,16 +93,22 @@ def unsupported_reason(model: Any, sequence_length: int) -> str | None:
     attention = getattr(config, "_attn_implementation", None)
     if attention not in SUPPORTED_ATTENTION:
         return f"attention implementation {attention!r} takes no custom 4D mask (supported: {SUPPORTED_ATTENTION})"
-    if not getattr(config, "is_causal", True):
+    if not getattr(config, "is_causal", True) or getattr(config, "use_bidirectional_attention", False):
         return "the model is configured as bidirectional"
     window = getattr(config, "sliding_window", None)
-    if window is not None and sequence_length > window:
+    if window is not None and sequence_length > window and not sliding_masks_apply(config):
         # The 4D mask replaces the sliding-window mask too; that is exact only while rows fit in the window.
         return f"rows of {sequence_length} tokens exceed the sliding window of {window}"
     peft_config = getattr(model, "active_peft_config", None)
     if peft_config is not None and getattr(peft_config, "is_prompt_learning", False):
         return "prompt-learning PEFT adapters prepend virtual tokens"
     return None
+
+
+def sliding_masks_apply(config: Any) -> bool:
+    """Whether the backbone takes a mask per layer type and has sliding-window layers to give one."""
+    return (config.model_type in LAYER_TYPE_MASK_MODEL_TYPES and getattr(config, "sliding_window", None) is not None
+            and SLIDING in (getattr(config, "layer_types", None) or ()))
 
 
 def layout_problem(prompt_mask: torch.Tensor, completion_mask: torch.Tensor) -> str | None:
@@ -184,17 +195,28 @@ def pack_groups(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_
     )
 
 
-def block_mask(segments: torch.Tensor, attention: str, dtype: torch.dtype) -> torch.Tensor:
+def block_mask(segments: torch.Tensor, attention: str, dtype: torch.dtype, positions: torch.Tensor | None = None,
+               window: int | None = None) -> torch.Tensor:
     """The (S, 1, L, L) mask: causal, and a key is visible when it is the shared prompt or in the
     query's own block. Filler positions (segment -1, after every real token) see the prompt and earlier
     filler, so no query row is fully masked: the result then does not depend on how a kernel treats
     such a row (some return NaN, and a NaN activation times a zero gradient is NaN in the weight
-    gradient)."""
+    gradient).
+
+    With ``window`` (a sliding-window layer's mask) a key is visible only within ``window`` of the query
+    in ``positions``, the columns of TRL's padded rows: transformers' sliding mask counts columns
+    (``key > query - window``), padding included, and the packed positions are exactly those columns. A
+    query always sees itself, so no row is emptied."""
     length = segments.size(1)
     causal = torch.ones(length, length, dtype=torch.bool, device=segments.device).tril()
     same_block = segments[:, :, None] == segments[:, None, :]
     shared = (segments == 0)[:, None, :]
-    allowed = (causal & (same_block | shared)).unsqueeze(1)
+    allowed = causal & (same_block | shared)
+    if window is not None:
+        if positions is None:
+            raise ValueError("a sliding-window block mask needs the packed positions")
+        allowed = allowed & (positions[:, None, :] > positions[:, :, None] - window)
+    allowed = allowed.unsqueeze(1)
     if attention == "sdpa":
         return allowed
     # Eager attention adds the mask to the scores, as transformers' own eager mask does.
@@ -273,7 +295,7 @@ def _score(model: Any, packed: PackedBatch, device: torch.device, compute_entrop
     model's own ``logits_to_keep``) and only the scored tokens are normalised; otherwise TRL's fused LM
     head scores every position of the pack, as it does on devices without Triton."""
     base = unwrap(model)
-    mask = block_mask(packed.segments.to(device), base.config._attn_implementation, base.dtype)
+    mask = packed_masks(base.config, packed.segments.to(device), packed.position_ids.to(device), base.dtype)
     source = (packed.source[0].to(device), packed.source[1].to(device))
     inputs = {"input_ids": packed.input_ids.to(device), "attention_mask": mask,
               "position_ids": packed.position_ids.to(device)}
@@ -291,6 +313,18 @@ def _score(model: Any, packed: PackedBatch, device: torch.device, compute_entrop
     with autocast():
         outputs = model(**inputs, shift_labels=packed.shift_labels.to(device), fused_lm_head=True)
     return outputs.log_probs[source], outputs.entropy[source] if compute_entropy else None
+
+
+def packed_masks(config: Any, segments: torch.Tensor, positions: torch.Tensor,
+                 dtype: torch.dtype) -> torch.Tensor | dict[str, torch.Tensor]:
+    """The attention mask the backbone is given: one block mask, or (:func:`sliding_masks_apply`) a dict
+    of one per layer type, the sliding layers' cut to the window."""
+    attention = config._attn_implementation
+    full = block_mask(segments, attention, dtype)
+    if not sliding_masks_apply(config):
+        return full
+    sliding = block_mask(segments, attention, dtype, positions, config.sliding_window)
+    return {layer_type: sliding if layer_type == SLIDING else full for layer_type in set(config.layer_types)}
 
 
 @dataclass(frozen=True)
