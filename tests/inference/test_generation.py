@@ -29,5 +29,11 @@ def test_shared_prefix_generation_matches_the_plain_path(tiny_lm_dir: Path, monk
     assert shared == plain  # greedy: same tokens whether the prefix is shared or not
     keyword = generation.cache_keyword(model)
     assert keyword in calls[0] and keyword not in calls[1]  # the first call really used the shared cache
+    # The shared cache has room for every token generate adds (written in place, not concatenated).
+    from embodied_r.inference.reserved_cache import ReservedLayer
+
+    layers = calls[0][keyword].layers
+    assert layers and all(isinstance(layer, ReservedLayer) for layer in layers)
+    assert all(layer.key_room.shape[2] >= calls[0]["input_ids"].shape[1] + 12 for layer in layers)
     single = generate_batch(model, tokenizer, texts[:1], max_new_tokens=12)
     assert single == plain[:1]  # one prompt alone: the same answer as inside the batch

@@ -92,7 +92,8 @@ def generate_ids(model: Any, tokenizer: Any, token_lists: Sequence[Sequence[int]
         return greedy_decode(model, token_lists, prefix, tokenizer.pad_token_id, max_new_tokens, groups=groups)
     if prefix:
         input_ids, attention = prefix_layout(token_lists, prefix, tokenizer.pad_token_id, model.device)
-        kwargs[cache_keyword(model)] = _prefix_cache(model, token_lists[0][:prefix], len(token_lists))
+        kwargs[cache_keyword(model)] = _prefix_cache(model, token_lists[0][:prefix], len(token_lists),
+                                                     input_ids.shape[1] + max_new_tokens)
     else:
         input_ids, attention = prefix_layout(token_lists, 0, tokenizer.pad_token_id, model.device)
     with torch.inference_mode():
@@ -107,12 +108,17 @@ def generate_ids(model: Any, tokenizer: Any, token_lists: Sequence[Sequence[int]
     return continuations
 
 
-def _prefix_cache(model: Any, prefix: Sequence[int], rows: int) -> Any:
-    """Key/value cache of ``prefix`` computed once and repeated for ``rows`` rows."""
+def _prefix_cache(model: Any, prefix: Sequence[int], rows: int, capacity: int) -> Any:
+    """Key/value cache of ``prefix`` computed once and repeated for ``rows`` rows, with room for ``capacity``
+    positions where the model's layers allow (``reserved_cache``: each token ``generate`` adds is then written
+    in place instead of concatenated onto every layer's keys and values)."""
     import torch
     from transformers import DynamicCache
 
-    cache = DynamicCache()
+    from embodied_r.inference.reserved_cache import reserved_cache_for
+
+    cache = reserved_cache_for(model.config, capacity)
+    cache = cache if cache is not None else DynamicCache()
     with torch.inference_mode():
         model(input_ids=torch.tensor([list(prefix)], device=model.device), use_cache=True,
               **{cache_keyword(model): cache})
