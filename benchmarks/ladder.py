@@ -611,7 +611,8 @@ def compare_seeds(seeds: dict[int, dict[str, float]], shared: dict[str, float] |
 
     tests = {seed: paired_difference(per_seed.get(seed, {}) if per_seed is not None else shared or {}, scores)
              for seed, scores in sorted(seeds.items())}
-    pooled = across_seeds([d["difference"] for d in tests.values() if d["difference"] is not None])
+    scored = [d for d in tests.values() if d["difference"] is not None]
+    pooled = across_seeds([d["difference"] for d in scored], [d["verdict"] for d in scored])
     pooled["better_by_test_in"] = sum(d["verdict"] == "better" for d in tests.values())
     pooled["worse_by_test_in"] = sum(d["verdict"] == "worse" for d in tests.values())
     return {"per_seed": tests, "across_seeds": pooled}

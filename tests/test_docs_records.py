@@ -9,6 +9,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "docs" / "records"
 # A cell of the solver-ceiling table: "100.0 (79 % of 95)", "- (0 % of 20)", with " copy" after a copy.
@@ -75,7 +77,8 @@ def test_the_solver_ceiling_table_is_the_record() -> None:
 # ---------------------------------------------------------------------------------------------------------
 # Ladder tables: a table right under "<!-- record: NAME.json -->" quotes a ladder record (benchmarks/ladder.py
 # --record). Its first column names the task type; each other column is one of LADDER_COLUMNS, a number in
-# percent to one decimal ("a / b / c" for several seeds, in seed order; "–" for none).
+# percent to one decimal ("a / b / c" for several seeds, in seed order; "–" for none), or one of
+# COMPARISON_COLUMNS, a paired comparison across seeds as comparison_cell writes it.
 # ---------------------------------------------------------------------------------------------------------
 
 _RECORD_MARK = re.compile(r"^<!-- record: (?P<name>[\w.+-]+\.json) -->$")
@@ -93,6 +96,32 @@ LADDER_COLUMNS = {
     "random-reward control": ("control", "accuracy"),
     "GRPO alone": ("grpo_alone", "accuracy"),
 }
+
+
+# Header -> the record's comparison (the first run minus the second, per seed on the same questions).
+COMPARISON_COLUMNS = {
+    "GRPO after SFT − SFT": "grpo_vs_sft",
+    "GRPO after SFT − blind": "grpo_vs_blind",
+    "GRPO after SFT − control": "grpo_vs_control",
+    "GRPO alone − warm-up": "grpo_alone_vs_warmup",
+}
+
+
+def comparison_cell(record: dict, task: str, column: str) -> str:
+    """A comparison as a ladder table quotes it, in percentage points: the mean difference over seeds, its 95 %
+    interval over seeds and the verdict ("+19.8 [-46.4, +86.0] no measurable change"), or with one seed the
+    difference and "1 seed"."""
+    name = COMPARISON_COLUMNS[column]
+    found = [c for c in record["comparisons"] if c["task"] == task and c["comparison"] == name]
+    if len(found) != 1:
+        raise KeyError(f"comparisons[task={task}, comparison={name}]: {len(found)} found")
+    comparison = found[0]
+    mean = f"{100 * comparison['mean_difference']:+.1f}"
+    if comparison["ci95"] is None:
+        seeds = comparison["n_seeds"]
+        return f"{mean} ({seeds} seed{'s' if seeds != 1 else ''})"
+    low, high = (100 * bound for bound in comparison["ci95"])
+    return f"{mean} [{low:+.1f}, {high:+.1f}] {comparison['verdict']}"
 
 
 def record_tables(page: Path) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -142,11 +171,22 @@ def test_ladder_tables_are_their_records() -> None:
             tables += 1
             record = load_record(name)
             for column in header[1:]:
-                if column not in LADDER_COLUMNS:
-                    problems.append(f"{page.name} ({name}): column {column!r} is none of {sorted(LADDER_COLUMNS)}")
+                if column not in LADDER_COLUMNS and column not in COMPARISON_COLUMNS:
+                    problems.append(f"{page.name} ({name}): column {column!r} is none of "
+                                    f"{sorted(LADDER_COLUMNS) + sorted(COMPARISON_COLUMNS)}")
             for cells in body:
                 task = cells[0].strip("`")
                 for column, text in zip(header[1:], cells[1:]):
+                    if column in COMPARISON_COLUMNS:
+                        try:
+                            want_text = comparison_cell(record, task, column)
+                        except KeyError as exc:
+                            problems.append(f"{page.name} ({name}): {task}, {column}: no such comparison ({exc})")
+                            continue
+                        if text != want_text:
+                            problems.append(f"{page.name} ({name}): {task}, {column}: says {text!r}, the record "
+                                            f"gives {want_text!r}")
+                        continue
                     if column not in LADDER_COLUMNS:
                         continue
                     try:
@@ -168,6 +208,15 @@ def test_a_ladder_cell_that_differs_from_its_record_is_named(tmp_path: Path) -> 
     assert ladder_values(record, "counting", "SFT") == [50.0, 25.0]
     assert cell_values("50.0 / 25.0") == [50.0, 25.0] and ladder_values(record, "counting", "random") == [None]
     assert cell_values("50.0 / 26.0") != ladder_values(record, "counting", "SFT")
+    record["comparisons"] = [
+        {"task": "counting", "comparison": "grpo_vs_sft", "mean_difference": 0.1979, "ci95": [-0.4641, 0.8599],
+         "n_seeds": 2, "verdict": "no measurable change"},
+        {"task": "counting", "comparison": "grpo_vs_control", "mean_difference": 0.4375, "ci95": None,
+         "n_seeds": 1, "verdict": "too few seeds"}]
+    assert comparison_cell(record, "counting", "GRPO after SFT − SFT") == "+19.8 [-46.4, +86.0] no measurable change"
+    assert comparison_cell(record, "counting", "GRPO after SFT − control") == "+43.8 (1 seed)"
+    with pytest.raises(KeyError, match="comparison=grpo_vs_blind"):
+        comparison_cell(record, "counting", "GRPO after SFT − blind")
 
 
 # ---------------------------------------------------------------------------------------------------------

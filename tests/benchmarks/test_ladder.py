@@ -412,11 +412,16 @@ def test_the_record_holds_the_table_s_numbers(ladder: ModuleType, tmp_path: Path
         "text_rule_ceiling": result["tasks"]["last_action"]["ceiling"], "solver_applicable": None,
         "solver_ceiling": None, "solver_copy": None}
     # GRPO after SFT beat SFT and its blind self on the last action, but not the control across two seeds
-    # (+17.5 with an interval over 0), so the goal is not met there; GRPO alone lost to SFT.
+    # (+17.5 with an interval over 0), so the goal is not met there. GRPO alone lost the same 5 of 40 questions
+    # to SFT on both seeds: a zero-width interval, but neither seed's exact test could find that (5 answers
+    # all one way: p = 0.0625), so no verdict.
     goal = written["goal"]["arms"]["base"]
     assert goal["tasks"]["last_action"]["grpo"] == {"vs_sft": "better", "vs_blind": "better",
                                                     "vs_control": "no measurable change", "met": False}
-    assert goal["tasks"]["last_action"]["grpo_alone"]["vs_sft"] == "worse"
+    assert goal["tasks"]["last_action"]["grpo_alone"]["vs_sft"] == "no measurable change"
+    alone_vs_sft = next(c for c in written["comparisons"]
+                        if c["task"] == "last_action" and c["comparison"] == "grpo_alone_vs_sft")
+    assert alone_vs_sft["ci95"][0] == alone_vs_sft["ci95"][1] < 0
     assert (goal["types_met"], goal["met"]) == ([], False)
     assert "not met; types where it holds: none" in ladder.markdown(result)
     compared = {(c["task"], c["comparison"]): c for c in written["comparisons"]}

@@ -140,6 +140,18 @@ def test_across_seeds_verdicts() -> None:
     assert across_seeds([])["n_seeds"] == 0
 
 
+def test_seeds_that_all_differ_alike_decide_only_with_every_seed_s_own_test() -> None:
+    # One question worse on each of five seeds: a zero-width interval, but no seed's own test found a change.
+    alike = across_seeds([-1 / 44] * 5, ["no measurable change"] * 5)
+    assert alike["degenerate"] and alike["verdict"] == "no measurable change"
+    assert across_seeds([-1 / 44] * 5)["verdict"] == "no measurable change"  # no seed tests given
+    assert across_seeds([0.25] * 3, ["better"] * 3)["verdict"] == "better"
+    assert across_seeds([0.25] * 3, ["better", "better", "no measurable change"])["verdict"] == "no measurable change"
+    spread = across_seeds([0.25, 0.26, 0.24], ["no measurable change"] * 3)
+    assert spread["verdict"] == "better" and "degenerate" not in spread  # a real interval: the seeds' tests aside
+    assert "degenerate" not in across_seeds([0.0, 0.0])  # no difference at all: nothing to decide
+
+
 def test_t_quantiles() -> None:
     assert t_quantile_975(1) == 12.7062 and t_quantile_975(30) == 2.0423
     assert abs(t_quantile_975(31) - 2.0395) < 1e-4 and abs(t_quantile_975(10_000) - 1.9602) < 1e-4

@@ -153,15 +153,25 @@ def t_quantile_975(df: int) -> float:
             + (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / (92160 * v ** 4))
 
 
-def across_seeds(differences: Sequence[float]) -> dict[str, Any]:
+def across_seeds(differences: Sequence[float], seed_verdicts: Sequence[str] | None = None) -> dict[str, Any]:
     """Pool per-seed mean differences (one number per seed) with the seed as the sample: their mean, a
     95 % t-interval, how many seeds went each way, and a verdict from the interval.
+
+    Seeds that all differ by exactly the same amount (one question better in each, say: scores are
+    discrete) give a zero-width interval, which says nothing about how much seeds vary. Such an interval
+    decides nothing: the verdict is "better" or "worse" only where every seed's own test
+    (``seed_verdicts``, e.g. the exact paired test on that seed's questions) says so, and ``degenerate``
+    marks it.
 
     >>> result = across_seeds([1.0, 2.0, 3.0, 4.0, 5.0])
     >>> result["mean"], [round(x, 3) for x in result["ci95"]], result["verdict"]
     (3.0, [1.037, 4.963], 'better')
     >>> across_seeds([0.2])["verdict"]
     'too few seeds'
+    >>> across_seeds([-0.023, -0.023], ["no measurable change"] * 2)["verdict"]
+    'no measurable change'
+    >>> across_seeds([0.25, 0.25], ["better", "better"])["verdict"]
+    'better'
     """
     values = [float(d) for d in differences]
     n = len(values)
@@ -177,6 +187,11 @@ def across_seeds(differences: Sequence[float]) -> dict[str, Any]:
     low, high = mean - half, mean + half
     result["ci95"] = [low, high]
     result["verdict"] = "better" if low > 0 else "worse" if high < 0 else "no measurable change"
+    if max(values) - min(values) <= 1e-12 and mean != 0:  # equal up to float summation (sd may not be 0.0)
+        result["degenerate"] = True
+        verdicts = list(seed_verdicts or ())
+        if len(verdicts) != n or any(v != result["verdict"] for v in verdicts):
+            result["verdict"] = "no measurable change"
     return result
 
 
