@@ -447,6 +447,50 @@ def test_gemma3_packs_rows_wider_than_its_window_exactly(tiny_gemma3_dir, tmp_pa
     assert_gradients_close(shared_grads, stock_grads, GRAD_RTOL_FP32)
 
 
+def test_gemma3_packs_through_trls_fused_head_too(tiny_gemma3_dir, tmp_path) -> None:
+    # Off the CPU the packed pass scores through TRL's fused LM head (no CompactHead): the per-layer-type masks
+    # go the same way there.
+    trainer = make_trainer(tiny_gemma3_dir, tmp_path)
+    tok = trainer.processing_class
+    batch = make_batch([5, 13, 8], 4, 10, tok.pad_token_id, tok.eos_token_id, seed=8)
+    ids, mask, keep = joined(batch)
+    stock, _ = logps(trainer, trainer.model, batch, shared=False)
+    groups = shared_prefix.find_groups(ids[:, :-keep], mask[:, :-keep])
+    with torch.no_grad():
+        fused, _ = shared_prefix.shared_prefix_logps(trainer.model, ids, mask, keep, groups, head=None)
+    torch.testing.assert_close(fused, stock, **FP32)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_qwen2_sliding_layers_pack_rows_wider_than_the_window(tmp_path, attention) -> None:
+    # Qwen2 with use_sliding_window marks the layers from max_window_layers on as sliding: the same per-layer-type
+    # masks as Gemma 3.
+    from tiny_models import build_tiny_tokenizer
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = build_tiny_tokenizer()
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, use_sliding_window=True, sliding_window=5,
+                         max_window_layers=1, pad_token_id=tokenizer.pad_token_id,
+                         eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id)
+    assert config.layer_types == ["full_attention", "sliding_attention"]
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(config)
+    perturb(model, seed=3, scale=0.2)
+    model.save_pretrained(tmp_path / "qwen2")
+    tokenizer.save_pretrained(tmp_path / "qwen2")
+    trainer = make_trainer(tmp_path / "qwen2", tmp_path, attention)
+    batch = make_batch([5, 13, 8], 4, 10, tokenizer.pad_token_id, tokenizer.eos_token_id, seed=9)
+    ids, mask, keep = joined(batch)
+    assert shared_prefix.stock_path_reason(trainer.model, ids, mask, keep, False, {})[0] is None
+    forwards = ForwardLog(trainer.model)
+    stock, _ = logps(trainer, trainer.model, batch, shared=False)
+    forwards.take()
+    shared, _ = logps(trainer, trainer.model, batch, shared=True)
+    assert forwards.take()[0][0] == 3  # packed
+    torch.testing.assert_close(shared, stock, **FP32)
+
+
 def test_only_the_sliding_layers_mask_is_cut_to_the_window(tiny_gemma3_dir, tiny_lm_dir, tmp_path) -> None:
     from transformers import AutoModelForCausalLM, MistralConfig, MistralForCausalLM
 

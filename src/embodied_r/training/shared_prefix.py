@@ -334,8 +334,9 @@ class CompactHead:
     Why: off Triton devices (CPUs), TRL's fused head projects and normalises every position of a sequence,
     prompt included, and keeps whole tiles of vocabulary-wide logits for the backward pass: for a 4,096-token
     prompt that is most of the update's memory, and with ~700-token prompts most of the head's compute is on
-    positions nobody scores. The values are the same: logits over the temperature, log-softmax in fp32 (the
-    models packed here have no soft-capping or logit scaling). The logits are materialised, so a pack whose
+    positions nobody scores. The values are the same: logits over the temperature, log-softmax in fp32
+    (:func:`compact_head` leaves a model with final-logit soft-capping or logit scaling to TRL's head, which
+    applies them). The logits are materialised, so a pack whose
     kept columns would exceed ``max_logit_bytes`` uses TRL's fused, tiled head."""
 
     temperature: float
