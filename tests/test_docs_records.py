@@ -88,6 +88,7 @@ LADDER_COLUMNS = {
     "random": ("baseline", "random"),
     "letter prior": ("baseline", "letter_prior"),
     "answer prior": ("baseline", "answer_prior"),
+    "text rule": ("baseline", "text_rule"),
     "solver ceiling": ("baseline", "solver_ceiling"),
     "warm-up": ("warmup", "accuracy"),
     "SFT": ("sft", "accuracy"),
