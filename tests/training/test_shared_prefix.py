@@ -461,19 +461,25 @@ def test_gemma3_packs_through_trls_fused_head_too(tiny_gemma3_dir, tmp_path) -> 
     torch.testing.assert_close(fused, stock, **FP32)
 
 
-@pytest.mark.parametrize("attention", ["sdpa", "eager"])
-def test_qwen2_sliding_layers_pack_rows_wider_than_the_window(tmp_path, attention) -> None:
+@pytest.mark.parametrize(("attention", "window_layers", "layer_types"), [
+    ("sdpa", 1, ["full_attention", "sliding_attention"]),
+    ("eager", 1, ["full_attention", "sliding_attention"]),
+    ("sdpa", 2, ["full_attention", "full_attention"]),
+])
+def test_qwen2_sliding_layers_pack_rows_wider_than_the_window(tmp_path, attention, window_layers,
+                                                              layer_types) -> None:
     # Qwen2 with use_sliding_window marks the layers from max_window_layers on as sliding: the same per-layer-type
-    # masks as Gemma 3.
+    # masks as Gemma 3. With max_window_layers at the depth no layer slides, and the window it keeps in its
+    # config must not stop the packing.
     from tiny_models import build_tiny_tokenizer
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     tokenizer = build_tiny_tokenizer()
     config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=2, num_key_value_heads=1, use_sliding_window=True, sliding_window=5,
-                         max_window_layers=1, pad_token_id=tokenizer.pad_token_id,
+                         max_window_layers=window_layers, pad_token_id=tokenizer.pad_token_id,
                          eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id)
-    assert config.layer_types == ["full_attention", "sliding_attention"]
+    assert config.layer_types == layer_types and config.sliding_window == 5
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(config)
     perturb(model, seed=3, scale=0.2)

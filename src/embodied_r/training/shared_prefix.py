@@ -95,14 +95,28 @@ def unsupported_reason(model: Any, sequence_length: int) -> str | None:
         return f"attention implementation {attention!r} takes no custom 4D mask (supported: {SUPPORTED_ATTENTION})"
     if not getattr(config, "is_causal", True) or getattr(config, "use_bidirectional_attention", False):
         return "the model is configured as bidirectional"
-    window = getattr(config, "sliding_window", None)
-    if window is not None and sequence_length > window and not sliding_masks_apply(config):
+    window = overridden_window(config)
+    if window is not None and sequence_length > window:
         # The 4D mask replaces the sliding-window mask too; that is exact only while rows fit in the window.
         return f"rows of {sequence_length} tokens exceed the sliding window of {window}"
     peft_config = getattr(model, "active_peft_config", None)
     if peft_config is not None and getattr(peft_config, "is_prompt_learning", False):
         return "prompt-learning PEFT adapters prepend virtual tokens"
     return None
+
+
+def overridden_window(config: Any) -> int | None:
+    """The sliding window that one packed block mask would replace, or None. Backbones that take a mask
+    per layer type (:func:`sliding_masks_apply`) get theirs cut to the window; among them, a config with a
+    ``sliding_window`` but no sliding layer (Qwen2 with ``use_sliding_window`` and ``max_window_layers`` at
+    the depth) has nothing to replace, since those backbones slide only the layers ``layer_types`` names."""
+    window = getattr(config, "sliding_window", None)
+    if window is None or sliding_masks_apply(config):
+        return None
+    layer_types = getattr(config, "layer_types", None)
+    if config.model_type in LAYER_TYPE_MASK_MODEL_TYPES and layer_types is not None and SLIDING not in layer_types:
+        return None
+    return int(window)
 
 
 def sliding_masks_apply(config: Any) -> bool:
