@@ -349,6 +349,23 @@ def warmup_name(args: argparse.Namespace) -> str:
     return f"{args.warmup_think}-{args.warmup_steps}-{tasks}{model}"
 
 
+def warmup_parts(name: str) -> list[str]:
+    """:func:`warmup_name`'s parts after the think style: steps, tasks, then the model when not the default
+    ([] for a name that is not one)."""
+    think = next((style for style in THINK_STYLES if name.startswith(style + "-")), None)
+    return name[len(think) + 1:].split("-", 2) if think else []
+
+
+def warmup_steps(name: str) -> int | None:
+    """The warm-up's optimizer steps, read back from its name (None for a name that is not one).
+
+    >>> warmup_steps("listed-48-last_action"), warmup_steps("base")
+    (48, None)
+    """
+    parts = warmup_parts(name)
+    return int(parts[0]) if parts and parts[0].isdigit() else None
+
+
 def warmup_base_model(name: str) -> str:
     """The reasoner a warm-up (and so its arm) started from, read back from :func:`warmup_name`'s name
     (think style, steps, tasks, then a model other than the default, sanitised as there).
@@ -359,10 +376,8 @@ def warmup_base_model(name: str) -> str:
     'runs_my_model'
     """
     from embodied_r.inference.models import BUILTIN_MODELS, DEFAULT_REASONER
-    from embodied_r.training.warmup import THINK_STYLES
 
-    think = next((style for style in THINK_STYLES if name.startswith(style + "-")), None)
-    parts = name[len(think) + 1:].split("-", 2) if think else []
+    parts = warmup_parts(name)
     if len(parts) < 3:
         return DEFAULT_REASONER
     # A built-in model by its own name ("gemma3-270m", not the folder-safe "gemma3_270m").
@@ -546,11 +561,12 @@ def supervised_seed(args: argparse.Namespace, train: Path, start: Path, seed: in
 
 
 def evaluate(args: argparse.Namespace, name: str, model: Path, data: Path, train: Path,
-             progress: Progress, baselines: str = EVAL_BASELINES, part: str | None = None) -> None:
-    """``embodied-r eval`` of ``model`` on ``data`` into ``OUT/evals/<part>/<name>`` (default: the run's part)."""
+             progress: Progress, baselines: str = EVAL_BASELINES, part: str | None = None, stage: str = "") -> None:
+    """``embodied-r eval`` of ``model`` on ``data`` into ``OUT/evals/<part>/<name>`` (default: the run's part),
+    as stage ``eval:<part>:<name><stage>``."""
     part = part or args.part
     out = args.out / "evals" / part / name
-    progress.run(f"eval:{part}:{name}",
+    progress.run(f"eval:{part}:{name}{stage}",
                  ["eval", "--data", str(data), "--model", str(model), "--out", str(out), "--batch-size", "32",
                   "--max-new-tokens", str(args.max_new_tokens), "--dtype", args.dtype,
                   "--baselines", baselines, "--prior-from", str(train), "--no-report"])
@@ -655,13 +671,45 @@ def summarise(out: Path, split: str) -> dict[str, Any]:
         check_arm_recipes(out / "arms" / arm, settings, entry)
         warm = result["warmups"].get(settings["warmup"])
         result["arms"][arm] = {"settings": settings, "seeds": sorted(entry["grpo"]), "models": entry["models"],
-                               "tasks": {task: task_row(entry, warm, task) for task in tasks}}
+                               "tasks": {task: task_row(entry, warm, task) for task in tasks},
+                               "compute": arm_compute(out, arm, settings, sorted(entry["grpo"]), split)}
     test_log = out / "test_log.json"
     result["arms_evaluated_on_test"] = sorted(read_json(test_log)) if test_log.is_file() else []
     ood = summarise_ood(out, split, result)
     if ood is not None:  # no OOD evaluation: the summary is what it was before --ood
         result["ood"] = ood
     return result
+
+
+def arm_compute(out: Path, arm: str, settings: dict[str, Any], seeds: list[int], part: str) -> dict[str, Any]:
+    """What an arm's models cost: the warm-up's, SFT's and GRPO's steps and rows (GRPO's variants train at
+    GRPO's), and the wall seconds of its stages in ``OUT/state.json``: the warm-up's, and for SFT, GRPO, each
+    variant and GRPO's evaluation on ``part`` the median over ``seeds`` (None where none is recorded). Wall
+    time includes whatever else the machine ran then."""
+    import statistics
+
+    recipe = settings["recipe"]
+    done = read_json(out / "state.json") if (out / "state.json").is_file() else {}
+
+    def median_seconds(stages: list[str]) -> float | None:
+        seconds = [done[stage]["seconds"] for stage in stages if stage in done]
+        return round(statistics.median(seconds), 1) if seconds else None
+
+    stage_seconds = {
+        "warmup": (done.get(f"warmup:{settings['warmup']}") or {}).get("seconds"),
+        "sft": median_seconds([f"sft:{arm}:seed{seed}" for seed in seeds]) if settings.get("sft") else None,
+        "grpo": median_seconds([f"train:{arm}:seed{seed}" for seed in seeds]),
+        **{variant: median_seconds([f"train:{arm}:seed{seed}-{variant}" for seed in seeds])
+           for variant in sorted(settings.get("variants") or {})},
+        "grpo_evaluation": median_seconds([f"eval:{part}:{eval_name(arm, seed)}" for seed in seeds]),
+    }
+    generations, rows = recipe.get("num_generations"), recipe.get("per_device_train_batch_size")
+    prompts = rows * recipe.get("gradient_accumulation_steps", 1) // generations if rows and generations else None
+    return {"warmup_steps": warmup_steps(settings["warmup"]), "sft": settings.get("sft"),
+            "grpo": {"steps": recipe.get("max_steps"), "prompts": prompts, "generations": generations,
+                     "max_completion_length": recipe.get("max_completion_length"),
+                     "learning_rate": recipe.get("learning_rate")},
+            "stage_seconds": stage_seconds}
 
 
 def evaluated_model(folder: Path) -> str | None:
@@ -1062,7 +1110,8 @@ def record(result: dict[str, Any]) -> dict[str, Any]:
                "arms": {arm: {"warmup": info["settings"]["warmup"],
                               "base_model": warmup_base_model(info["settings"]["warmup"]),
                               "grpo_from": info["settings"].get("grpo_from"),
-                              "seeds": info["seeds"], "variants": sorted(info["settings"].get("variants") or {})}
+                              "seeds": info["seeds"], "variants": sorted(info["settings"].get("variants") or {}),
+                              "compute": info.get("compute")}
                         for arm, info in result["arms"].items()},
                "baselines": {task: baseline_record(base) for task, base in result["tasks"].items()},
                "runs": runs, "comparisons": compared, "arms_evaluated_on_test": result["arms_evaluated_on_test"]}
@@ -1342,9 +1391,12 @@ def run_seed(args: argparse.Namespace, train: Path, start: Path, seed: int, eval
     sft = None
     if args.sft:
         sft = supervised_seed(args, train, start, seed, progress)
-        # The table compares GRPO, not SFT, with its blind self: SFT's evaluation skips that pass.
-        evaluate(args, eval_name(args.arm, seed, "sft"), sft, evaluated, prior_from, progress,
-                 baselines=EVAL_BASELINES.replace(",blind", ""))
+        name = eval_name(args.arm, seed, "sft")
+        evaluate(args, name, sft, evaluated, prior_from, progress, baselines=EVAL_BASELINES.replace(",blind", ""))
+        # SFT's blind pass is a stage of its own, added after the test ladder's first seeds had been evaluated
+        # without it: a rerun adds it to those seeds' evaluations (their answers are kept, so only the blind
+        # pass runs) and to every later seed's alike.
+        evaluate(args, name, sft, evaluated, prior_from, progress, stage="+blind")
         evaluate_ood(args, eval_name(args.arm, seed, "sft"), sft, ood, prior_from, progress)
     grpo_start = sft if args.grpo_from_sft else start  # parse_args: --grpo-from-sft needs --sft
     grpo = train_seed(args, train, grpo_start, seed, progress)

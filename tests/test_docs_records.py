@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,12 +18,32 @@ RECORDS = ROOT / "docs" / "records"
 _CELL_RE = re.compile(r"^(?P<ceiling>-|\d+\.\d) \((?P<applicable>\d+) % of (?P<n>\d+)\)(?P<copy> copy)?$")
 
 
-def load_record(name: str) -> dict:
-    path = RECORDS / name
+class Record(dict):
+    """A record's JSON object that knows its file, so that a field it lacks is named with the file."""
+
+    def __init__(self, data: dict, path: Path) -> None:
+        super().__init__(data)
+        self.path = path
+
+    def at(self, dotted: str) -> Any:
+        """The value at ``dotted`` ("accuracy.sft"); a missing field fails naming the file and the field."""
+        value: Any = self
+        for key in dotted.split("."):
+            if not isinstance(value, dict) or key not in value:
+                raise AssertionError(f"{self.path}: no field {dotted!r}")
+            value = value[key]
+        return value
+
+
+def load_record(name: str, folder: Path = RECORDS) -> Record:
+    path = folder / name
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise AssertionError(f"{path}: cannot read the record ({exc})") from None
+    if not isinstance(data, dict):
+        raise AssertionError(f"{path}: the record is not a JSON object")
+    return Record(data, path)
 
 
 def table_rows(page: Path, header_start: str) -> tuple[list[str], list[list[str]]]:
@@ -46,14 +67,15 @@ def test_the_solver_ceiling_table_is_the_record() -> None:
     header, body = table_rows(page, "| task type |")
     levels = header[1:]
     problems = []
+    by_level = record.at("levels")
     for level in levels:
-        if level not in record["levels"]:
+        if level not in by_level:
             problems.append(f"{page.name}: column {level!r} is not in solver_ceiling.json levels")
     for cells in body:
         task = cells[0]
         for level, text in zip(levels, cells[1:]):
             field = f"solver_ceiling.json levels.{level}.{task}"
-            row = record["levels"].get(level, {}).get(task)
+            row = by_level.get(level, {}).get(task)
             if row is None:
                 problems.append(f"{page.name}: {task} at {level}: no such field {field}")
                 continue
@@ -164,13 +186,22 @@ def cell_values(text: str) -> list[float | None]:
     return [None if part.strip() in ("–", "-") else float(part) for part in text.split(" / ")]
 
 
+def record_types(record: dict) -> set[str]:
+    """The task types a ladder record holds (its per-type baselines; ``all`` is their pool, not a type)."""
+    return set(record["baselines"]) - {"all"}
+
+
 def test_ladder_tables_are_their_records() -> None:
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    problems, tables = [], 0
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "notes").glob("*.md"))]
+    problems, quoted = [], set()
     for page in pages:
         for name, header, body in record_tables(page):
-            tables += 1
+            quoted.add(name)
             record = load_record(name)
+            shown = {cells[0].strip("`") for cells in body}
+            if shown != record_types(record):
+                problems.append(f"{page.name} ({name}): the table's task types {sorted(shown)} are not the record's "
+                                f"{sorted(record_types(record))}")
             for column in header[1:]:
                 if column not in LADDER_COLUMNS and column not in COMPARISON_COLUMNS:
                     problems.append(f"{page.name} ({name}): column {column!r} is none of "
@@ -199,7 +230,94 @@ def test_ladder_tables_are_their_records() -> None:
                     if have != want:
                         problems.append(f"{page.name} ({name}): {task}, {column}: says {text!r}, the record gives "
                                         f"{' / '.join('–' if v is None else f'{v:g}' for v in want)}")
-    assert tables and not problems, "\n".join(problems) or "no page quotes a ladder record"
+    # Every ladder record under docs/records/ is quoted by some table, the test ladder's by learning.md's.
+    unquoted = sorted(path.name for path in RECORDS.glob("ladder_*.json") if path.name not in quoted)
+    problems += [f"no page has a table under <!-- record: {name} -->" for name in unquoted]
+    if "ladder_spatial.json" not in {name for name, _, _ in record_tables(ROOT / "docs" / "learning.md")}:
+        problems.append("learning.md: no table under <!-- record: ladder_spatial.json -->")
+    assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# learning.md's opening ("## Today's answer", down to the table): its claims read from the test ladder's record.
+# ---------------------------------------------------------------------------------------------------------
+
+_SEEDS_DONE = re.compile(r"the test ladder at `(?P<detail>\w+)` has finished (?P<done>\d+) of its "
+                         r"(?P<planned>\d+) seeds")
+_QUESTIONS = re.compile(r"\((?P<n>[\d,]+) questions nobody tuned on")
+_OOD_QUESTIONS = re.compile(r"\((?P<n>[\d,]+) questions in larger rooms")
+_T_QUANTILE = re.compile(r"t = (?P<t>\d+\.\d+)")
+_DECIMAL = re.compile(r"(?<![\w.])[+−-]?(?P<value>\d+\.\d)(?![\d.])")
+
+
+def opening_problems(text: str, record: Record) -> list[str]:
+    """What the opening ``text`` (whitespace collapsed) says that the test ladder's record does not."""
+    from embodied_r.core.significance import t_quantile_975
+
+    problems = []
+    arms = record.at("arms_evaluated_on_test")
+    seeds = {len(record.at(f"arms.{arm}.seeds")) for arm in arms}
+    done = _SEEDS_DONE.search(text)
+    if done is None:
+        problems.append("no 'the test ladder at `DETAIL` has finished N of its M seeds' sentence")
+    elif done["detail"] != record.at("detail") or {int(done["done"])} != seeds:
+        problems.append(f"says {done[0]!r}; the record is at {record.at('detail')!r} with {sorted(seeds)} seeds")
+    for pattern, field in ((_QUESTIONS, "questions"), (_OOD_QUESTIONS, "ood_questions")):
+        said = pattern.search(text)
+        if said is None or int(said["n"].replace(",", "")) != record.at(field):
+            problems.append(f"the number of {field} is not said as the record's {record.at(field)}")
+    met = sorted({task for arm in arms for task in record.at(f"goal.arms.{arm}.types_met")})
+    if not met and "holds on no type" not in text:
+        problems.append("the record's goal holds on no type, and the opening does not say 'holds on no type'")
+    if met and ("holds on no type" in text or not all(f"`{task}`" in text for task in met)):
+        problems.append(f"the record's goal holds on {met}; the opening must name each (in backticks)")
+    ood = {verdict for arm in arms for verdict in record.at(f"ood_goal.{arm}").values()}
+    if len(ood) == 1 and f'"{next(iter(ood))}" on every type' not in text:
+        problems.append(f'ood_goal is "{next(iter(ood))}" on every type, which the opening does not say')
+    if len(ood) > 1 and "on every type" in text:
+        problems.append(f"ood_goal's verdicts differ by type ({sorted(ood)}), not one on every type")
+    quantile = _T_QUANTILE.search(text)
+    allowed = {round(100 * leaf, 1) for leaf in numeric_leaves(dict(record))}
+    for seed_count in seeds:
+        if seed_count > 1:
+            allowed.add(round(t_quantile_975(seed_count - 1), 1))
+    if quantile is not None and float(quantile["t"]) not in {round(t_quantile_975(n - 1), 1) for n in seeds if n > 1}:
+        problems.append(f"t = {quantile['t']} is not the 95 % t quantile at {sorted(seeds)} seeds")
+    problems += [f"{m[0]} is no number of the record (in percent or points)" for m in _DECIMAL.finditer(text)
+                 if float(m["value"]) not in allowed]
+    return problems
+
+
+def opening_text(page: Path) -> str:
+    text = page.read_text(encoding="utf-8")
+    start = text.find("## Today's answer")
+    end = text.find("<!-- record: ladder_spatial.json -->")
+    assert 0 <= start < end, f"{page}: no '## Today's answer' section before the test ladder's table"
+    return " ".join(text[start:end].split())
+
+
+def test_learning_opens_with_the_records_answer() -> None:
+    page = ROOT / "docs" / "learning.md"
+    problems = opening_problems(opening_text(page), load_record("ladder_spatial.json"))
+    assert not problems, "\n".join(f"{page.name}, Today's answer: {p}" for p in problems)
+
+
+def test_an_opening_that_differs_from_the_record_is_named(tmp_path: Path) -> None:
+    record = load_record("ladder_spatial.json")
+    text = opening_text(ROOT / "docs" / "learning.md")
+    assert opening_problems(text, record) == []
+    arm = record.at("arms_evaluated_on_test")[0]
+    seeds = len(record.at(f"arms.{arm}.seeds"))
+    more = json.loads(json.dumps(record))
+    more["arms"][arm]["seeds"] = list(range(seeds + 1))
+    assert any("seeds" in p for p in opening_problems(text, Record(more, tmp_path)))
+    met = json.loads(json.dumps(record))
+    met["goal"]["arms"][arm]["types_met"] = ["object_rel_direction_easy"]
+    assert any("goal holds on" in p for p in opening_problems(text, Record(met, tmp_path)))
+    assert any("no number of the record" in p for p in opening_problems(text + " 61.7 → 99.1", record))
+    lacking = {k: v for k, v in record.items() if k != "ood_goal"}
+    with pytest.raises(AssertionError, match="no field 'ood_goal"):
+        opening_problems(text, Record(lacking, tmp_path))
 
 
 def test_a_ladder_cell_that_differs_from_its_record_is_named(tmp_path: Path) -> None:
@@ -238,24 +356,44 @@ _RUN_LINE = re.compile(r"Latest measured run \((?P<date>\d{4}-\d{2}-\d{2}), `--d
                        r"(?P<cpu>[^,]+), (?P<minutes>\d+) min (?P<seconds>\d+) s, peak (?P<peak>[\d.]+) GiB, "
                        r"(?P<steps>\d+) GRPO steps\)")
 _VERDICT = re.compile(r"GRPO − SFT: (?P<diff>[+−-][\d.]+) points, (?P<better>\d+) better and (?P<worse>\d+) worse by "
-                      r"the exact sign test \(p (?:= )?(?P<p>[<\d.e−-]+)\): \*\*(?P<verdict>[^*]+)\*\*")
+                      r"the exact sign test \(p (?:= )?(?P<p>< ?[\d.e−-]+|[\d.e−-]+)\): \*\*(?P<verdict>[^*]+)\*\*")
 
 
 def _number(text: str) -> float:
     return float(text.replace("−", "-"))
 
 
-def test_the_readme_demo_run_is_the_record() -> None:
-    record = load_record("demo.json")
-    readme = ROOT / "README.md"
-    text = " ".join(readme.read_text(encoding="utf-8").split())
+def p_value_problem(written: str, p_value: float) -> str | None:
+    """Why the p-value as the docs write it ("0.0005", "< 1e-5", "1.2e-05") is not ``p_value``, or None."""
+    text = written.replace("−", "-").strip()
+    if text.startswith("<"):
+        return None if p_value < float(text[1:]) else f"p {written} but the record's p is {p_value:.3g}"
+    if "e" in text:
+        value = float(text)
+        return None if abs(value - p_value) <= 0.05 * value else f"p {written} but the record's p is {p_value:.3g}"
+    decimals = len(text.partition(".")[2])
+    return None if shows(float(text), decimals, p_value) else f"p {written} but the record's p is {p_value:.3g}"
+
+
+def machine_problem(written: str, machine: dict) -> str | None:
+    """Why the CPU as the README describes it ("a 2-core AMD EPYC with AVX-512 bf16") is not the record's."""
+    said_bf16 = "with AVX-512 bf16" in written
+    if f"{machine['cores']}-core" not in written or str(machine["cpu"]) not in written or said_bf16 != bool(
+            machine["avx512_bf16"]):
+        return f"the run line's CPU {written!r} is not demo.json machine {machine}"
+    return None
+
+
+def demo_problems(text: str, record: Record, header: list[str], body: list[list[str]]) -> list[str]:
+    """What README's demo table (``header``, ``body``) and lines (``text``, whitespace collapsed) say that
+    differs from the demo record."""
     problems = []
-    header, body = table_rows(readme, "| held-out questions")
-    if f"(n = {record['n']})" not in header[0]:
-        problems.append(f"README: the demo table says {header[0]!r}; demo.json n is {record['n']}")
+    if f"(n = {record.at('n')})" not in header[0]:
+        problems.append(f"README: the demo table says {header[0]!r}; demo.json n is {record.at('n')}")
     rows = {cells[0]: cells[1] for cells in body}
     for label, fields in DEMO_ROWS.items():
-        want = [None if record["accuracy"][f] is None else round(100 * record["accuracy"][f], 1) for f in fields]
+        values = [record.at(f"accuracy.{field}") for field in fields]
+        want = [None if value is None else round(100 * value, 1) for value in values]
         have = rows.get(label)
         if have is None:
             problems.append(f"README: the demo table has no row {label!r}")
@@ -266,15 +404,16 @@ def test_the_readme_demo_run_is_the_record() -> None:
         problems.append("README: no 'Latest measured run (DATE, `--dtype D`, CPU, M min S s, peak G GiB, N GRPO "
                         "steps)' line")
     else:
-        stages_s = round(record["stages_s"])
         said = {"date": run["date"], "dtype": run["dtype"], "seconds": 60 * int(run["minutes"]) + int(run["seconds"]),
                 "peak": float(run["peak"]), "steps": int(run["steps"])}
-        want = {"date": record["measured"], "dtype": record["dtype"], "seconds": stages_s,
-                "peak": record["peak_rss_gib"], "steps": record["grpo_steps"]}
+        want = {"date": record.at("measured"), "dtype": record.at("dtype"), "seconds": round(record.at("stages_s")),
+                "peak": record.at("peak_rss_gib"), "steps": record.at("grpo_steps")}
         problems += [f"README: the run line says {k} {said[k]!r}; demo.json gives {want[k]!r}"
                      for k in said if said[k] != want[k]]
+        machine = machine_problem(run["cpu"], record.at("machine"))
+        problems += [f"README: {machine}"] if machine else []
     verdict = _VERDICT.search(text)
-    comparison = record["comparisons"]["grpo_vs_sft"]
+    comparison = record.at("comparisons.grpo_vs_sft")
     if verdict is None:
         problems.append("README: no 'GRPO − SFT: D points, B better and W worse by the exact sign test (p = P): "
                         "**verdict**' sentence")
@@ -285,7 +424,45 @@ def test_the_readme_demo_run_is_the_record() -> None:
             problems.append("README: better/worse counts differ from demo.json comparisons.grpo_vs_sft")
         if verdict["verdict"] != comparison["verdict"]:
             problems.append(f"README: verdict {verdict['verdict']!r}; demo.json {comparison['verdict']!r}")
+        p_problem = p_value_problem(verdict["p"], comparison["p_value"])
+        problems += [f"README: GRPO − SFT: {p_problem}"] if p_problem else []
+    return problems
+
+
+def test_the_readme_demo_run_is_the_record() -> None:
+    readme = ROOT / "README.md"
+    text = " ".join(readme.read_text(encoding="utf-8").split())
+    header, body = table_rows(readme, "| held-out questions")
+    problems = demo_problems(text, load_record("demo.json"), header, body)
     assert not problems, "\n".join(problems)
+
+
+def test_a_demo_record_without_a_field_fails_naming_file_and_field(tmp_path: Path) -> None:
+    readme = ROOT / "README.md"
+    text = " ".join(readme.read_text(encoding="utf-8").split())
+    header, body = table_rows(readme, "| held-out questions")
+    whole = load_record("demo.json")
+    assert demo_problems(text, whole, header, body) == []
+    lacking = {**whole, "accuracy": {k: v for k, v in whole["accuracy"].items() if k != "sft"}}
+    (tmp_path / "demo.json").write_text(json.dumps(lacking), encoding="utf-8")
+    with pytest.raises(AssertionError, match=re.escape(f"{tmp_path / 'demo.json'}: no field 'accuracy.sft'")):
+        demo_problems(text, load_record("demo.json", tmp_path), header, body)
+    (tmp_path / "demo.json").write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(AssertionError, match="not a JSON object"):
+        load_record("demo.json", tmp_path)
+    # A p-value or a CPU that is not the record's is named.
+    other_p = {**whole, "comparisons": {**whole["comparisons"], "grpo_vs_sft": {
+        **whole["comparisons"]["grpo_vs_sft"], "p_value": 0.2}}}
+    assert any("record's p is 0.2" in p for p in demo_problems(text, Record(other_p, tmp_path), header, body))
+    other_cpu = {**whole, "machine": {**whole["machine"], "avx512_bf16": not whole["machine"]["avx512_bf16"]}}
+    assert any("CPU" in p for p in demo_problems(text, Record(other_cpu, tmp_path), header, body))
+
+
+def test_p_values_are_read_as_the_docs_write_them() -> None:
+    assert p_value_problem("0.0005", 0.00048828125) is None
+    assert p_value_problem("0.001", 0.00048828125) is not None
+    assert p_value_problem("< 1e-5", 3e-6) is None and p_value_problem("< 1e-5", 3e-5) is not None
+    assert p_value_problem("1.2e-05", 1.21e-5) is None and p_value_problem("1.2e-05", 2e-5) is not None
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -381,13 +381,30 @@ def test_a_variant_must_match_its_arm_s_grpo_run_but_for_what_it_changes(ladder:
 def test_the_record_holds_the_table_s_numbers(ladder: ModuleType, tmp_path: Path) -> None:
     out = four_arm_out(tmp_path)
     (out / "data" / "settings.json").write_text(json.dumps({"detail": "relations", "span": "any"}))
+    settings = out / "arms" / "base" / "settings.json"
+    recipe = {"max_steps": 30, "num_generations": 4, "per_device_train_batch_size": 8, "max_completion_length": 128,
+              "learning_rate": 1e-5}
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "recipe": recipe, "warmup": "listed-48-a",
+                                    "sft": {"steps": 60, "batch_size": 2, "learning_rate": 1e-4}}))
+    (out / "evals" / "dev" / "warmup-w").rename(out / "evals" / "dev" / "warmup-listed-48-a")
+    # Stage times as the ladder's Progress keeps them; seed 1's control and GRPO's evaluations are missing.
+    seconds = {"warmup:listed-48-a": 1577.0, "sft:base:seed0": 400.0, "sft:base:seed1": 500.0,
+               "train:base:seed0": 390.0, "train:base:seed1": 410.0, "train:base:seed0-control": 600.0,
+               "train:base:seed0-alone": 520.0, "train:base:seed1-alone": 540.0, "eval:dev:base-seed0": 530.0}
+    (out / "state.json").write_text(json.dumps({k: {"seconds": v} for k, v in seconds.items()}))
     path = tmp_path / "docs" / "ladder.json"
     assert ladder.main(["--out", str(out), "--table", "--record", str(path)]) == 0
     written = json.loads(path.read_text())
     result = ladder.summarise(out, "dev")
     assert (written["split"], written["detail"], written["span"]) == ("dev", "relations", "any")
-    assert written["arms"]["base"] == {"warmup": "w", "base_model": "smollm2-135m-instruct", "grpo_from": "sft",
-                                       "seeds": [0, 1], "variants": ["alone", "control"]}
+    compute = {"warmup_steps": 48, "sft": {"steps": 60, "batch_size": 2, "learning_rate": 1e-4},
+               "grpo": {"steps": 30, "prompts": 2, "generations": 4, "max_completion_length": 128,
+                        "learning_rate": 1e-5},
+               "stage_seconds": {"warmup": 1577.0, "sft": 450.0, "grpo": 400.0, "alone": 530.0, "control": 600.0,
+                                 "grpo_evaluation": 530.0}}
+    assert written["arms"]["base"] == {"warmup": "listed-48-a", "base_model": "smollm2-135m-instruct",
+                                       "grpo_from": "sft", "seeds": [0, 1], "variants": ["alone", "control"],
+                                       "compute": compute}
     runs = written["runs"]
     assert {(r["variant"], r["seed"]) for r in runs if r["task"] == "last_action"} == {
         ("warmup", None), *((v, s) for v in ("sft", "grpo", "grpo_alone", "control") for s in (0, 1))}
@@ -487,7 +504,14 @@ def test_each_variant_trains_in_its_own_folder_from_its_own_start(ladder: Module
     ladder.run_seed(args, tmp_path / "train.jsonl", warmup, 3, tmp_path / "dev.jsonl", tmp_path / "train.jsonl",
                     stages)
     assert {"train:a:seed3", "train:a:seed3-control", "train:a:seed3-alone", "eval:dev:a-seed3",
-            "eval:dev:a-control-seed3", "eval:dev:a-alone-seed3", "eval:dev:a-sft-seed3"} == set(stages.ran)
+            "eval:dev:a-control-seed3", "eval:dev:a-alone-seed3", "eval:dev:a-sft-seed3",
+            "eval:dev:a-sft-seed3+blind"} == set(stages.ran)
+    # SFT's blind pass: the same evaluation folder, so an evaluation made without it keeps its answers.
+    first, blind = stages.ran["eval:dev:a-sft-seed3"], stages.ran["eval:dev:a-sft-seed3+blind"]
+    assert first[first.index("--out") + 1] == blind[blind.index("--out") + 1] == str(tmp_path / "evals" / "dev" /
+                                                                                     "a-sft-seed3")
+    assert "blind" not in first[first.index("--baselines") + 1]
+    assert blind[blind.index("--baselines") + 1] == ladder.EVAL_BASELINES
     recipes = {name: yaml.safe_load((tmp_path / "arms" / "a" / name / "recipe.yaml").read_text())
                for name in ("seed3", "seed3-control", "seed3-alone")}
     sft = str(tmp_path / "arms" / "a" / "sft-seed3" / "warmup" / "model")
