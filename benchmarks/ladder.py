@@ -1278,7 +1278,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                       help="train,dev,test shares of the scenes (default 0.5,0.2,0.3)")
     data.add_argument("--data-seed", type=int, default=0)
     data.add_argument("--prompt-version", default="compact-v1")
-    data.add_argument("--detail", default="words", choices=DETAIL_LEVELS,
+    data.add_argument("--detail", default=None, choices=DETAIL_LEVELS,
                       help="the oracle perception's detail level (docs/world.md; default words)")
     data.add_argument("--span", default=None, choices=SPANS,
                       help="keep only questions whose objects are shown in 1 key frame, in 2 at the fewest, or in "
@@ -1349,6 +1349,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.arm.endswith(tuple(f"-{suffix}" for suffix in EVAL_KINDS)):
         parser.error(f"--arm {args.arm!r}: a name ending in -{', -'.join(EVAL_KINDS)} would read as another arm's "
                      "SFT model or variant in the evaluations")
+    # What was asked of the data, so that --table can refuse settings its OUT's data was not made with.
+    args.data_asked = {key: getattr(args, key) for key in OLD_DATA_DEFAULTS if getattr(args, key) is not None}
+    args.detail = args.detail or "words"
     args.sft_steps = args.steps if args.sft_steps is None else args.sft_steps
     args.sft_batch = args.prompts if args.sft_batch is None else args.sft_batch
     args.part = args.split + ("+" + "+".join(sorted(args.eval_tasks.split(","))) if args.eval_tasks else "")
@@ -1420,7 +1423,11 @@ def evaluate_ood(args: argparse.Namespace, name: str, model: Path, ood: Path | N
 
 
 def report(args: argparse.Namespace) -> int:
-    """Print the tables of ``--split`` and write them (JSON and markdown) into OUT, and to ``--record``."""
+    """Print the tables of ``--split`` and write them (JSON and markdown) into OUT, and to ``--record``. A
+    ``--detail`` or ``--span`` given that OUT's data was not made at is refused (the tables are of its data)."""
+    made = data_level(args.out)
+    if made is not None:
+        check_data_settings(args.out / "data", made, {**made, **args.data_asked})
     result = summarise(args.out, args.part)
     text = markdown(result)
     print(text)

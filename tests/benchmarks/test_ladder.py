@@ -279,6 +279,19 @@ def test_an_old_stamp_without_detail_or_span_is_the_old_defaults(ladder: ModuleT
     assert ladder.data_level(tmp_path) == {"detail": "words", "span": None}
 
 
+def test_the_table_refuses_a_detail_or_span_its_data_was_not_made_at(ladder: ModuleType, tmp_path: Path) -> None:
+    out = ladder_out(tmp_path, [20])
+    (out / "data" / "settings.json").write_text(json.dumps({"detail": "facts", "span": "any"}))
+    with pytest.raises(SystemExit, match="made at detail 'facts', span 'any'; this run asks for detail 'map'"):
+        ladder.main(["--out", str(out), "--table", "--detail", "map"])
+    with pytest.raises(SystemExit, match="this run asks for span '1'"):
+        ladder.main(["--out", str(out), "--table", "--span", "1"])
+    # Without them, or with the data's own, the table is written (its data's detail and span).
+    assert ladder.main(["--out", str(out), "--table"]) == 0
+    assert ladder.main(["--out", str(out), "--table", "--detail", "facts", "--span", "any"]) == 0
+    assert json.loads((out / "ladder-dev.json").read_text())["data"] == {"detail": "facts", "span": "any"}
+
+
 def test_the_solver_column_reads_the_eval_metrics_and_shows_a_dash_without_them(ladder: ModuleType,
                                                                                 tmp_path: Path) -> None:
     out = ladder_out(tmp_path, [20])
