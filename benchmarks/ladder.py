@@ -738,20 +738,31 @@ def portable_model_name(model: str) -> str:
     return str(Path(*path.parts[-3:])) if path.is_absolute() else model
 
 
-def arm_evaluations(evals: Path, sft_blind: bool = False) -> dict[str, dict[str, Any]]:
+def arm_evaluations(evals: Path) -> dict[str, dict[str, Any]]:
     """Per arm, the scores by task of each evaluated run: ``grpo``, ``sft``, each variant's key
-    (``VARIANTS``) and every GRPO run's ``<key>_blind`` (with ``sft_blind``, SFT's too: the OOD evaluations
-    have its blind pass); ``models``: the model each evaluation scored."""
+    (``VARIANTS``) and ``<key>_blind`` where its blind pass answered every question the run did (SFT's
+    came as a stage of its own, so an evaluation may lack it); ``models``: the model each evaluation scored.
+    Only the seeds whose GRPO run is evaluated count: a seed still under way (its SFT evaluated, its GRPO
+    not yet) would otherwise show in one column and not the next."""
     arms: dict[str, dict[str, Any]] = {}
     for folder in sorted(evals.iterdir()) if evals.is_dir() else []:
         if folder.name.startswith("warmup-") or not (folder / "metrics.json").is_file():
             continue
         arm, kind, seed = eval_kind(folder.name)
         entry = arms.setdefault(arm, {"grpo": {}, "grpo_blind": {}, "sft": {}, "models": {}})
-        entry.setdefault(kind, {})[seed] = by_task(predictions(folder))
-        if kind != "sft" or sft_blind:  # SFT's ID evaluation skips the blind pass
-            entry.setdefault(f"{kind}_blind", {})[seed] = by_task(predictions(folder, "blind.jsonl"))
+        answered = predictions(folder)
+        entry.setdefault(kind, {})[seed] = by_task(answered)
+        blind = predictions(folder, "blind.jsonl")
+        if blind and set(answered) <= set(blind):
+            entry.setdefault(f"{kind}_blind", {})[seed] = by_task(blind)
         entry["models"].setdefault(kind, {})[seed] = evaluated_model(folder)
+    for entry in arms.values():
+        finished = set(entry["grpo"])
+        for key, runs in entry.items():
+            if key != "models":
+                entry[key] = {seed: value for seed, value in runs.items() if seed in finished}
+        entry["models"] = {kind: {seed: model for seed, model in models.items() if seed in finished}
+                           for kind, models in entry["models"].items()}
     return arms
 
 
@@ -794,15 +805,16 @@ def task_row(entry: dict[str, Any], warm: dict[str, Any] | None, task: str) -> d
 def comparisons(scores: dict[str, dict[int, dict[str, float]]],
                 warm: dict[str, float] | None) -> dict[str, dict[str, Any]]:
     """The paired comparisons of one task type, each ``A_vs_B`` (A − B): GRPO against the warm-up, its blind
-    self, SFT and the control; SFT against the warm-up; GRPO alone against the warm-up, its blind self, SFT
-    and the control. A comparison needs both sides (a blind pass, a warm-up evaluation, the variant run)."""
+    self, SFT and the control; SFT against the warm-up and its blind self; GRPO alone against the warm-up, its
+    blind self, SFT and the control. A comparison needs both sides on every seed (a blind pass, a warm-up
+    evaluation, the variant run)."""
     out: dict[str, dict[str, Any]] = {}
     for kind in ("grpo", "sft", "grpo_alone"):
         if scores.get(kind) and warm is not None:
             out[f"{kind}_vs_warmup"] = compare_seeds(scores[kind], shared=warm)
-    for kind in ("grpo", "grpo_alone"):
+    for kind in ("grpo", "grpo_alone", "sft"):
         blind = scores.get(f"{kind}_blind")
-        if scores.get(kind) and blind and all(blind.values()):
+        if scores.get(kind) and blind and set(scores[kind]) <= set(blind) and all(blind.values()):
             out[f"{kind}_vs_blind"] = compare_seeds(scores[kind], per_seed=blind)
     for kind, other in (("grpo", "sft"), ("grpo", "control"), ("grpo_alone", "sft"), ("grpo_alone", "control")):
         if scores.get(kind) and scores.get(other):
@@ -821,7 +833,7 @@ def summarise_ood(out: Path, part: str, result: dict[str, Any]) -> dict[str, Any
     their ID scores in ``result``; None where there are none. Per task type: n, random and the solver's reach
     on the OOD questions."""
     evals = out / "evals" / ood_part(part)
-    arms = arm_evaluations(evals, sft_blind=True)
+    arms = arm_evaluations(evals)
     if not arms:
         return None
     rows = read_jsonl(ood_rows_file(out, part))

@@ -31,14 +31,14 @@ def row(i: int, task: str) -> dict:
 
 
 def write_eval(folder: Path, scores: dict[str, tuple[str, float]], blind: dict[str, float] | None = None) -> None:
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps({"id": i, "task": t, "score": s, "parsed_answer": "A"}) for i, (t, s) in scores.items()]
     (folder / "predictions.jsonl").write_text("\n".join(lines) + "\n")
     (folder / "metrics.json").write_text(json.dumps({"baselines": {
         "random": {"tasks": {"last_action": {"score": 0.5}, "route_planning": {"score": 0.5}},
                    "overall": {"micro": 0.5}}}}))
     if blind is not None:
-        (folder / "baselines").mkdir()
+        (folder / "baselines").mkdir(exist_ok=True)
         (folder / "baselines" / "blind.jsonl").write_text("\n".join(
             json.dumps({"id": i, "task": scores[i][0], "score": s}) for i, s in blind.items()) + "\n")
 
@@ -381,6 +381,28 @@ def test_the_control_and_grpo_alone_get_their_own_columns(ladder: ModuleType, tm
     assert table_cells(table, "### arm base (dev")["task type"][-1] == "GRPO − SFT"
     plain = ladder.markdown(ladder.summarise(ladder_out(tmp_path / "plain", [20]), "dev"))
     assert "### arm base: control" not in plain and "control per seed" not in plain
+
+
+def test_only_finished_seeds_count_and_a_blind_pass_only_when_whole(ladder: ModuleType, tmp_path: Path) -> None:
+    out = four_arm_out(tmp_path)
+    dev = out / "evals" / "dev"
+    scores = last_action_scores(10)
+    # SFT's blind pass, a stage of its own: whole on seed 0, cut short on seed 1 (a stopped run).
+    write_eval(dev / "base-sft-seed0", scores, blind={i: 0.0 for i in scores})
+    write_eval(dev / "base-sft-seed1", scores, blind={i: 0.0 for i in list(scores)[:7]})
+    # Seed 2 under way: SFT evaluated, GRPO not yet.
+    write_eval(dev / "base-sft-seed2", last_action_scores(40), blind={i: 0.0 for i in scores})
+    row = ladder.summarise(out, "dev")["arms"]["base"]["tasks"]["last_action"]
+    assert set(row["sft"]) == {0, 1} and row["sft_blind"] == {0: 0.0}
+    assert "sft_vs_blind" not in row  # seed 1 has no whole blind pass
+    write_eval(dev / "base-sft-seed1", scores, blind={i: 0.0 for i in scores})
+    result = ladder.summarise(out, "dev")
+    row = result["arms"]["base"]["tasks"]["last_action"]
+    assert row["sft_blind"] == {0: 0.0, 1: 0.0} and row["sft_vs_blind"]["across_seeds"]["mean"] == pytest.approx(0.25)
+    assert result["arms"]["base"]["seeds"] == [0, 1] and set(result["arms"]["base"]["models"]["sft"]) == {0, 1}
+    runs = ladder.record(result)["runs"]
+    assert {r["seed"] for r in runs if r["variant"] == "sft"} == {0, 1}
+    assert {r["blind_accuracy"] for r in runs if r["variant"] == "sft" and r["task"] == "last_action"} == {0.0}
 
 
 def test_a_variant_must_match_its_arm_s_grpo_run_but_for_what_it_changes(ladder: ModuleType, tmp_path: Path) -> None:
