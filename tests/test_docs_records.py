@@ -359,6 +359,13 @@ _VERDICT = re.compile(r"GRPO − SFT: (?P<diff>[+−-][\d.]+) points, (?P<better
                       r"the exact sign test \(p (?:= )?(?P<p>< ?[\d.e−-]+|[\d.e−-]+)\): \*\*(?P<verdict>[^*]+)\*\*")
 
 
+_STOPPED_AT = re.compile(r"stopped GRPO at (?P<steps>\d+) of \d+ steps")
+_TEXT_RULE = re.compile(r"near the text rule \((?P<rule>[\d.]+) %\)")
+_LADDER_COMPUTE = re.compile(r"after a (?P<warm>\d+)-step format primer that alone took (?P<minutes>\d+) minutes "
+                             r"here, then (?P<sft>\d+) SFT steps \(the ladder's record, `arms\.(?P<arm>[\w-]+)"
+                             r"\.compute`\)")
+
+
 def _number(text: str) -> float:
     return float(text.replace("−", "-"))
 
@@ -426,7 +433,39 @@ def demo_problems(text: str, record: Record, header: list[str], body: list[list[
             problems.append(f"README: verdict {verdict['verdict']!r}; demo.json {comparison['verdict']!r}")
         p_problem = p_value_problem(verdict["p"], comparison["p_value"])
         problems += [f"README: GRPO − SFT: {p_problem}"] if p_problem else []
+    stopped = _STOPPED_AT.search(text)
+    if stopped is not None and int(stopped["steps"]) != record.at("grpo_steps"):
+        problems.append(f"README: GRPO stopped at {stopped['steps']} steps; demo.json grpo_steps "
+                        f"{record.at('grpo_steps')}")
+    rule = _TEXT_RULE.search(text)
+    if rule is not None and float(rule["rule"]) != round(100 * record.at("accuracy.text_rule"), 1):
+        problems.append(f"README: the text rule ({rule['rule']} %) is not demo.json accuracy.text_rule")
     return problems
+
+
+def ladder_compute_problems(text: str, record: Record) -> list[str]:
+    """What README's sentence on the ladder's compute (why the demo's task is the last action) says that the
+    test ladder's record (``arms.ARM.compute``) does not."""
+    said = _LADDER_COMPUTE.search(text)
+    if said is None:
+        return ["README: no 'after a N-step format primer that alone took M minutes here, then K SFT steps (the "
+                "ladder's record, `arms.ARM.compute`)' sentence"]
+    compute = record.at(f"arms.{said['arm']}.compute")
+    want = {"warm": compute["warmup_steps"], "minutes": round(compute["stage_seconds"]["warmup"] / 60),
+            "sft": compute["sft"]["steps"]}
+    return [f"README: the ladder's compute says {key} {said[key]}; {record.path.name} arms.{said['arm']}.compute "
+            f"gives {want[key]}" for key in want if int(said[key]) != want[key]]
+
+
+def test_the_readme_quotes_the_ladders_compute() -> None:
+    readme = ROOT / "README.md"
+    text = " ".join(readme.read_text(encoding="utf-8").split())
+    record = load_record("ladder_spatial.json")
+    assert ladder_compute_problems(text, record) == []
+    arm = re.search(r"`arms\.([\w-]+)\.compute`", text)[1]
+    slower = json.loads(json.dumps(record))
+    slower["arms"][arm]["compute"]["stage_seconds"]["warmup"] += 600
+    assert "minutes" in ladder_compute_problems(text, Record(slower, record.path))[0]
 
 
 def test_the_readme_demo_run_is_the_record() -> None:
