@@ -302,6 +302,56 @@ def test_learning_opens_with_the_records_answer() -> None:
     assert not problems, "\n".join(f"{page.name}, Today's answer: {p}" for p in problems)
 
 
+def command_flags(text: str) -> dict[str, str | None]:
+    """The flags of the first ``python benchmarks/ladder.py`` command in ``text`` (continuation lines joined)
+    that trains (has ``--arm``): ``{"--steps": "30", "--sft": None, ...}``."""
+    joined = text.replace("\\\n", " ")
+    for line in joined.splitlines():
+        words = line.split()
+        if "benchmarks/ladder.py" in words and "--arm" in words:
+            flags: dict[str, str | None] = {}
+            for word, following in zip(words, [*words[1:], ""]):
+                if word.startswith("--"):
+                    flags[word] = None if following.startswith("--") or not following else following
+            return flags
+    raise AssertionError("no `python benchmarks/ladder.py ... --arm ...` command")
+
+
+def command_problems(flags: dict[str, str | None], record: Record) -> list[str]:
+    """Where the test ladder's command (``flags``) differs from what its record says the arm ran."""
+    arm = flags.get("--arm")
+    compute = record.at(f"arms.{arm}.compute")
+    want = {"--detail": record.at("detail"), "--span": record.at("span"), "--split": "test",
+            "--warmup-steps": compute["warmup_steps"], "--sft-steps": compute["sft"]["steps"],
+            "--sft-batch": compute["sft"]["batch_size"], "--steps": compute["grpo"]["steps"],
+            "--prompts": compute["grpo"]["prompts"], "--generations": compute["grpo"]["generations"],
+            "--max-new-tokens": compute["grpo"]["max_completion_length"]}
+    problems = [f"the command says {flag} {flags.get(flag)}; the record gives {value}"
+                for flag, value in want.items() if flags.get(flag) != str(value)]
+    seeds = [int(seed) for seed in (flags.get("--seeds") or "").split(",") if seed]
+    if not set(record.at(f"arms.{arm}.seeds")) <= set(seeds):
+        problems.append(f"the command's --seeds {flags.get('--seeds')} lack seeds of the record")
+    for variant, flag in (("control", "--control"), ("alone", "--grpo-alone")):
+        if (variant in record.at(f"arms.{arm}.variants")) != (flag in flags):
+            variants = record.at(f"arms.{arm}.variants")
+            problems.append(f"the command's {flag} and the record's variants {variants} differ")
+    return problems
+
+
+def test_learning_gives_the_command_the_record_ran() -> None:
+    page = ROOT / "docs" / "learning.md"
+    text = page.read_text(encoding="utf-8")
+    flags = command_flags(text[text.index("## Today's answer"):text.index("## How it is measured")])
+    record = load_record("ladder_spatial.json")
+    problems = command_problems(flags, record)
+    assert not problems, "\n".join(f"{page.name}: {p}" for p in problems)
+    planned = _SEEDS_DONE.search(" ".join(text.split()))
+    assert planned is not None and int(planned["planned"]) == len((flags["--seeds"] or "").split(","))
+    steps = record.at(f"arms.{flags['--arm']}.compute.grpo.steps")
+    fewer = {**flags, "--steps": str(steps - 10)}
+    assert command_problems(fewer, record) == [f"the command says --steps {steps - 10}; the record gives {steps}"]
+
+
 def test_an_opening_that_differs_from_the_record_is_named(tmp_path: Path) -> None:
     record = load_record("ladder_spatial.json")
     text = opening_text(ROOT / "docs" / "learning.md")
