@@ -668,6 +668,12 @@ def summarise(out: Path, split: str) -> dict[str, Any]:
         }
     for arm, entry in arm_evaluations(evals).items():
         settings = read_json(out / "arms" / arm / "settings.json")
+        # A seed counts once each of the arm's runs is evaluated (the variants train after GRPO's
+        # evaluation): otherwise GRPO − SFT and GRPO − control would pool different seeds mid-run.
+        finished = set(entry["grpo"])
+        for variant in settings.get("variants") or {}:
+            finished &= set(entry.get(VARIANTS[variant], {}))
+        keep_seeds(entry, finished)
         check_arm_recipes(out / "arms" / arm, settings, entry)
         warm = result["warmups"].get(settings["warmup"])
         result["arms"][arm] = {"settings": settings, "seeds": sorted(entry["grpo"]), "models": entry["models"],
@@ -743,7 +749,8 @@ def arm_evaluations(evals: Path) -> dict[str, dict[str, Any]]:
     (``VARIANTS``) and ``<key>_blind`` where its blind pass answered every question the run did (SFT's
     came as a stage of its own, so an evaluation may lack it); ``models``: the model each evaluation scored.
     Only the seeds whose GRPO run is evaluated count: a seed still under way (its SFT evaluated, its GRPO
-    not yet) would otherwise show in one column and not the next."""
+    not yet) would otherwise show in one column and not the next (:func:`summarise` also waits for the
+    arm's variants)."""
     arms: dict[str, dict[str, Any]] = {}
     for folder in sorted(evals.iterdir()) if evals.is_dir() else []:
         if folder.name.startswith("warmup-") or not (folder / "metrics.json").is_file():
@@ -757,13 +764,17 @@ def arm_evaluations(evals: Path) -> dict[str, dict[str, Any]]:
             entry.setdefault(f"{kind}_blind", {})[seed] = by_task(blind)
         entry["models"].setdefault(kind, {})[seed] = evaluated_model(folder)
     for entry in arms.values():
-        finished = set(entry["grpo"])
-        for key, runs in entry.items():
-            if key != "models":
-                entry[key] = {seed: value for seed, value in runs.items() if seed in finished}
-        entry["models"] = {kind: {seed: model for seed, model in models.items() if seed in finished}
-                           for kind, models in entry["models"].items()}
+        keep_seeds(entry, set(entry["grpo"]))
     return arms
+
+
+def keep_seeds(entry: dict[str, Any], seeds: set[int]) -> None:
+    """Drop from an arm's evaluations (:func:`arm_evaluations`) every seed not in ``seeds``."""
+    for key, runs in entry.items():
+        if key != "models":
+            entry[key] = {seed: value for seed, value in runs.items() if seed in seeds}
+    entry["models"] = {kind: {seed: model for seed, model in models.items() if seed in seeds}
+                       for kind, models in entry["models"].items()}
 
 
 def check_arm_recipes(folder: Path, settings: dict[str, Any], entry: dict[str, Any]) -> None:

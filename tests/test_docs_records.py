@@ -247,7 +247,7 @@ _SEEDS_DONE = re.compile(r"the test ladder at `(?P<detail>\w+)` has finished (?P
 _QUESTIONS = re.compile(r"\((?P<n>[\d,]+) questions nobody tuned on")
 _OOD_QUESTIONS = re.compile(r"\((?P<n>[\d,]+) questions in larger rooms")
 _T_QUANTILE = re.compile(r"t = (?P<t>\d+\.\d+)")
-_DECIMAL = re.compile(r"(?<![\w.])[+−-]?(?P<value>\d+\.\d)(?![\d.])")
+_DECIMAL = re.compile(r"(?<![\w.])(?P<sign>[+−-]?)(?P<value>\d+\.\d+)(?![\d.])")
 
 
 def opening_problems(text: str, record: Record) -> list[str]:
@@ -276,16 +276,33 @@ def opening_problems(text: str, record: Record) -> list[str]:
         problems.append(f'ood_goal is "{next(iter(ood))}" on every type, which the opening does not say')
     if len(ood) > 1 and "on every type" in text:
         problems.append(f"ood_goal's verdicts differ by type ({sorted(ood)}), not one on every type")
+    quantiles = {round(t_quantile_975(n - 1), 1) for n in seeds if n > 1}
     quantile = _T_QUANTILE.search(text)
-    allowed = {round(100 * leaf, 1) for leaf in numeric_leaves(dict(record))}
-    for seed_count in seeds:
-        if seed_count > 1:
-            allowed.add(round(t_quantile_975(seed_count - 1), 1))
-    if quantile is not None and float(quantile["t"]) not in {round(t_quantile_975(n - 1), 1) for n in seeds if n > 1}:
+    if quantile is not None and float(quantile["t"]) not in quantiles:
         problems.append(f"t = {quantile['t']} is not the 95 % t quantile at {sorted(seeds)} seeds")
-    problems += [f"{m[0]} is no number of the record (in percent or points)" for m in _DECIMAL.finditer(text)
-                 if float(m["value"]) not in allowed]
+    scores, differences = opening_numbers(record)
+    for m in _DECIMAL.finditer(text):
+        value = float(m["value"])
+        if m["sign"]:  # a signed number is a difference, its sign included
+            signed = -value if m["sign"] in "−-" else value
+            if signed not in differences:
+                problems.append(f"{m[0]} is no difference of the record's comparisons (in points)")
+        elif value not in scores | {abs(d) for d in differences} | quantiles:
+            problems.append(f"{m[0]} is no score, baseline or difference of the record (in percent or points)")
     return problems
+
+
+def opening_numbers(record: Record) -> tuple[set[float], set[float]]:
+    """What the opening may quote, to one decimal in percent or points: the scores (runs' accuracies and
+    blind accuracies, the baselines), and the comparisons' differences (mean over seeds and each seed's)."""
+    scores = {round(100 * leaf, 1) for part in ("runs", "ood_runs", "baselines", "ood_baselines")
+              for leaf in numeric_leaves(record.get(part)) if 0 <= leaf <= 1}
+    differences = set()
+    for part in ("comparisons", "ood_comparisons"):
+        for comparison in record.get(part) or []:
+            differences.add(round(100 * comparison["mean_difference"], 1))
+            differences |= {round(100 * seed["difference"], 1) for seed in comparison["per_seed"]}
+    return scores, differences
 
 
 def opening_text(page: Path) -> str:
@@ -306,8 +323,10 @@ def command_flags(text: str) -> dict[str, str | None]:
     """The flags of the first ``python benchmarks/ladder.py`` command in ``text`` (continuation lines joined)
     that trains (has ``--arm``): ``{"--steps": "30", "--sft": None, ...}``."""
     joined = text.replace("\\\n", " ")
+    # Shell variables set on a line of their own ("T=a,b") stand for their value ("$T").
+    variables = dict(re.findall(r"^\s*([A-Z]\w*)=(\S+)\s*$", joined, flags=re.MULTILINE))
     for line in joined.splitlines():
-        words = line.split()
+        words = [variables.get(word[1:], word) if word.startswith("$") else word for word in line.split()]
         if "benchmarks/ladder.py" in words and "--arm" in words:
             flags: dict[str, str | None] = {}
             for word, following in zip(words, [*words[1:], ""]):
@@ -321,13 +340,21 @@ def command_problems(flags: dict[str, str | None], record: Record) -> list[str]:
     """Where the test ladder's command (``flags``) differs from what its record says the arm ran."""
     arm = flags.get("--arm")
     compute = record.at(f"arms.{arm}.compute")
-    want = {"--detail": record.at("detail"), "--span": record.at("span"), "--split": "test",
+    split, _, tasks = record.at("split").partition("+")
+    want = {"--detail": record.at("detail"), "--span": record.at("span"), "--split": split,
             "--warmup-steps": compute["warmup_steps"], "--sft-steps": compute["sft"]["steps"],
             "--sft-batch": compute["sft"]["batch_size"], "--steps": compute["grpo"]["steps"],
             "--prompts": compute["grpo"]["prompts"], "--generations": compute["grpo"]["generations"],
             "--max-new-tokens": compute["grpo"]["max_completion_length"]}
     problems = [f"the command says {flag} {flags.get(flag)}; the record gives {value}"
                 for flag, value in want.items() if flags.get(flag) != str(value)]
+    evaluated = "+".join(sorted((flags.get("--eval-tasks") or "").split(",")))
+    if tasks and evaluated != tasks:
+        problems.append(f"the command's --eval-tasks {flags.get('--eval-tasks')} are not the record's split "
+                        f"{record.at('split')!r}")
+    grpo_from = record.at(f"arms.{arm}.grpo_from")
+    if ("--grpo-from-sft" in flags) != (grpo_from == "sft"):
+        problems.append(f"the command's --grpo-from-sft and the record's grpo_from {grpo_from} differ")
     seeds = [int(seed) for seed in (flags.get("--seeds") or "").split(",") if seed]
     if not set(record.at(f"arms.{arm}.seeds")) <= set(seeds):
         problems.append(f"the command's --seeds {flags.get('--seeds')} lack seeds of the record")
@@ -347,6 +374,8 @@ def test_learning_gives_the_command_the_record_ran() -> None:
     assert not problems, "\n".join(f"{page.name}: {p}" for p in problems)
     planned = _SEEDS_DONE.search(" ".join(text.split()))
     assert planned is not None and int(planned["planned"]) == len((flags["--seeds"] or "").split(","))
+    fewer_tasks = {**flags, "--eval-tasks": ",".join(flags["--eval-tasks"].split(",")[1:])}
+    assert "--eval-tasks" in command_problems(fewer_tasks, record)[0]
     steps = record.at(f"arms.{flags['--arm']}.compute.grpo.steps")
     fewer = {**flags, "--steps": str(steps - 10)}
     assert command_problems(fewer, record) == [f"the command says --steps {steps - 10}; the record gives {steps}"]
@@ -364,7 +393,14 @@ def test_an_opening_that_differs_from_the_record_is_named(tmp_path: Path) -> Non
     met = json.loads(json.dumps(record))
     met["goal"]["arms"][arm]["types_met"] = ["object_rel_direction_easy"]
     assert any("goal holds on" in p for p in opening_problems(text, Record(met, tmp_path)))
-    assert any("no number of the record" in p for p in opening_problems(text + " 61.7 → 99.1", record))
+    scores, differences = opening_numbers(record)
+    quoted = scores | {abs(d) for d in differences}
+    stray = next(f"{v / 10:.1f}" for v in range(1000, 0, -1) if v / 10 not in quoted)
+    assert opening_problems(text + f" {stray} → 100.0", record) == [
+        f"{stray} is no score, baseline or difference of the record (in percent or points)"]
+    score = next(iter(sorted(scores - differences - {-d for d in differences})))
+    assert opening_problems(text + f" (+{score:.1f} points)", record) == [
+        f"+{score:.1f} is no difference of the record's comparisons (in points)"]
     lacking = {k: v for k, v in record.items() if k != "ood_goal"}
     with pytest.raises(AssertionError, match="no field 'ood_goal"):
         opening_problems(text, Record(lacking, tmp_path))
@@ -412,8 +448,8 @@ _VERDICT = re.compile(r"GRPO − SFT: (?P<diff>[+−-][\d.]+) points, (?P<better
 _STOPPED_AT = re.compile(r"stopped GRPO at (?P<steps>\d+) of \d+ steps")
 _TEXT_RULE = re.compile(r"near the text rule \((?P<rule>[\d.]+) %\)")
 _LADDER_COMPUTE = re.compile(r"after a (?P<warm>\d+)-step format primer that alone took (?P<minutes>\d+) minutes "
-                             r"here, then (?P<sft>\d+) SFT steps \(the ladder's record, `arms\.(?P<arm>[\w-]+)"
-                             r"\.compute`\)")
+                             r"of wall time here, then (?P<sft>\d+) SFT steps \(the ladder's record, "
+                             r"`arms\.(?P<arm>[\w-]+)\.compute`\)")
 
 
 def _number(text: str) -> float:
@@ -484,11 +520,15 @@ def demo_problems(text: str, record: Record, header: list[str], body: list[list[
         p_problem = p_value_problem(verdict["p"], comparison["p_value"])
         problems += [f"README: GRPO − SFT: {p_problem}"] if p_problem else []
     stopped = _STOPPED_AT.search(text)
-    if stopped is not None and int(stopped["steps"]) != record.at("grpo_steps"):
+    if stopped is None:
+        problems.append("README: no 'stopped GRPO at N of M steps' sentence")
+    elif int(stopped["steps"]) != record.at("grpo_steps"):
         problems.append(f"README: GRPO stopped at {stopped['steps']} steps; demo.json grpo_steps "
                         f"{record.at('grpo_steps')}")
     rule = _TEXT_RULE.search(text)
-    if rule is not None and float(rule["rule"]) != round(100 * record.at("accuracy.text_rule"), 1):
+    if rule is None:
+        problems.append("README: no 'near the text rule (X %)' sentence")
+    elif float(rule["rule"]) != round(100 * record.at("accuracy.text_rule"), 1):
         problems.append(f"README: the text rule ({rule['rule']} %) is not demo.json accuracy.text_rule")
     return problems
 
@@ -498,8 +538,8 @@ def ladder_compute_problems(text: str, record: Record) -> list[str]:
     test ladder's record (``arms.ARM.compute``) does not."""
     said = _LADDER_COMPUTE.search(text)
     if said is None:
-        return ["README: no 'after a N-step format primer that alone took M minutes here, then K SFT steps (the "
-                "ladder's record, `arms.ARM.compute`)' sentence"]
+        return ["README: no 'after a N-step format primer that alone took M minutes of wall time here, then K SFT "
+                "steps (the ladder's record, `arms.ARM.compute`)' sentence"]
     compute = record.at(f"arms.{said['arm']}.compute")
     want = {"warm": compute["warmup_steps"], "minutes": round(compute["stage_seconds"]["warmup"] / 60),
             "sft": compute["sft"]["steps"]}

@@ -390,8 +390,10 @@ def test_only_finished_seeds_count_and_a_blind_pass_only_when_whole(ladder: Modu
     # SFT's blind pass, a stage of its own: whole on seed 0, cut short on seed 1 (a stopped run).
     write_eval(dev / "base-sft-seed0", scores, blind={i: 0.0 for i in scores})
     write_eval(dev / "base-sft-seed1", scores, blind={i: 0.0 for i in list(scores)[:7]})
-    # Seed 2 under way: SFT evaluated, GRPO not yet.
+    # Seed 2 under way: SFT evaluated, GRPO not yet; seed 3: GRPO and GRPO alone evaluated, the control not yet.
     write_eval(dev / "base-sft-seed2", last_action_scores(40), blind={i: 0.0 for i in scores})
+    for name in ("sft-seed3", "seed3", "alone-seed3"):
+        write_eval(dev / f"base-{name}", last_action_scores(40), blind={i: 0.0 for i in scores})
     row = ladder.summarise(out, "dev")["arms"]["base"]["tasks"]["last_action"]
     assert set(row["sft"]) == {0, 1} and row["sft_blind"] == {0: 0.0}
     assert "sft_vs_blind" not in row  # seed 1 has no whole blind pass
@@ -400,6 +402,7 @@ def test_only_finished_seeds_count_and_a_blind_pass_only_when_whole(ladder: Modu
     row = result["arms"]["base"]["tasks"]["last_action"]
     assert row["sft_blind"] == {0: 0.0, 1: 0.0} and row["sft_vs_blind"]["across_seeds"]["mean"] == pytest.approx(0.25)
     assert result["arms"]["base"]["seeds"] == [0, 1] and set(result["arms"]["base"]["models"]["sft"]) == {0, 1}
+    assert set(row["grpo"]) == set(row["grpo_alone"]) == {0, 1}
     runs = ladder.record(result)["runs"]
     assert {r["seed"] for r in runs if r["variant"] == "sft"} == {0, 1}
     assert {r["blind_accuracy"] for r in runs if r["variant"] == "sft" and r["task"] == "last_action"} == {0.0}
