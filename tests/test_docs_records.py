@@ -294,13 +294,15 @@ def opening_problems(text: str, record: Record) -> list[str]:
 
 def opening_numbers(record: Record) -> tuple[set[float], set[float]]:
     """What the opening may quote, to one decimal in percent or points: the scores (runs' accuracies and
-    blind accuracies, the baselines), and the comparisons' differences (mean over seeds and each seed's)."""
+    blind accuracies, the baselines), and the comparisons' differences (the mean over seeds with its interval's
+    bounds, and each seed's)."""
     scores = {round(100 * leaf, 1) for part in ("runs", "ood_runs", "baselines", "ood_baselines")
               for leaf in numeric_leaves(record.get(part)) if 0 <= leaf <= 1}
     differences = set()
     for part in ("comparisons", "ood_comparisons"):
         for comparison in record.get(part) or []:
             differences.add(round(100 * comparison["mean_difference"], 1))
+            differences |= {round(100 * bound, 1) for bound in comparison["ci95"] or ()}
             differences |= {round(100 * seed["difference"], 1) for seed in comparison["per_seed"]}
     return scores, differences
 
