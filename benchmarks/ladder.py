@@ -61,6 +61,7 @@ import argparse
 import hashlib
 import json
 import re
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -692,8 +693,6 @@ def arm_compute(out: Path, arm: str, settings: dict[str, Any], seeds: list[int],
     GRPO's), and the wall seconds of its stages in ``OUT/state.json``: the warm-up's, and for SFT, GRPO, each
     variant and GRPO's evaluation on ``part`` the median over ``seeds`` (None where none is recorded). Wall
     time includes whatever else the machine ran then."""
-    import statistics
-
     recipe = settings["recipe"]
     done = read_json(out / "state.json") if (out / "state.json").is_file() else {}
 
@@ -1423,7 +1422,7 @@ def run_seed(args: argparse.Namespace, train: Path, start: Path, seed: int, eval
         # without it: a rerun adds it to those seeds' evaluations (their answers are kept, so only the blind
         # pass runs) and to every later seed's alike.
         evaluate(args, name, sft, evaluated, prior_from, progress, stage="+blind")
-        evaluate_ood(args, eval_name(args.arm, seed, "sft"), sft, ood, prior_from, progress)
+        evaluate_ood(args, name, sft, ood, prior_from, progress)
     grpo_start = sft if args.grpo_from_sft else start  # parse_args: --grpo-from-sft needs --sft
     grpo = train_seed(args, train, grpo_start, seed, progress)
     evaluate(args, eval_name(args.arm, seed), grpo, evaluated, prior_from, progress)

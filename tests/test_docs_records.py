@@ -281,13 +281,14 @@ def opening_problems(text: str, record: Record) -> list[str]:
     if quantile is not None and float(quantile["t"]) not in quantiles:
         problems.append(f"t = {quantile['t']} is not the 95 % t quantile at {sorted(seeds)} seeds")
     scores, differences = opening_numbers(record)
+    unsigned = scores | {abs(d) for d in differences} | quantiles
     for m in _DECIMAL.finditer(text):
         value = float(m["value"])
         if m["sign"]:  # a signed number is a difference, its sign included
             signed = -value if m["sign"] in "−-" else value
             if signed not in differences:
                 problems.append(f"{m[0]} is no difference of the record's comparisons (in points)")
-        elif value not in scores | {abs(d) for d in differences} | quantiles:
+        elif value not in unsigned:
             problems.append(f"{m[0]} is no score, baseline or difference of the record (in percent or points)")
     return problems
 

@@ -107,14 +107,12 @@ def unsupported_reason(model: Any, sequence_length: int) -> str | None:
 
 def overridden_window(config: Any) -> int | None:
     """The sliding window that one packed block mask would replace, or None. Backbones that take a mask
-    per layer type (:func:`sliding_masks_apply`) get theirs cut to the window; among them, a config with a
-    ``sliding_window`` but no sliding layer (Qwen2 with ``use_sliding_window`` and ``max_window_layers`` at
-    the depth) has nothing to replace, since those backbones slide only the layers ``layer_types`` names."""
+    per layer type slide only the layers ``layer_types`` names: those get the block mask cut to the window
+    (:func:`packed_masks`), and a config with a ``sliding_window`` but no sliding layer (Qwen2 with
+    ``use_sliding_window`` and ``max_window_layers`` at the depth) has no window to replace."""
     window = getattr(config, "sliding_window", None)
-    if window is None or sliding_masks_apply(config):
-        return None
-    layer_types = getattr(config, "layer_types", None)
-    if config.model_type in LAYER_TYPE_MASK_MODEL_TYPES and layer_types is not None and SLIDING not in layer_types:
+    if window is None or (config.model_type in LAYER_TYPE_MASK_MODEL_TYPES
+                          and getattr(config, "layer_types", None) is not None):
         return None
     return int(window)
 
