@@ -356,6 +356,11 @@ def test_rows_wider_than_a_sliding_window_keep_plain_left_padding() -> None:
     from transformers import LlamaConfig, Qwen2Config
 
     assert window_of(Qwen2Config(use_sliding_window=False, sliding_window=8)) is None
+    # Qwen2 slides only the layers from max_window_layers on: at its depth no layer slides, one below it does.
+    assert window_of(Qwen2Config(use_sliding_window=True, sliding_window=8, num_hidden_layers=2,
+                                 max_window_layers=2)) is None
+    assert window_of(Qwen2Config(use_sliding_window=True, sliding_window=8, num_hidden_layers=2,
+                                 max_window_layers=1)) == 8
     assert window_of(LlamaConfig()) is None
     model = type("Model", (), {"config": config})()
     assert gaps_allowed(model, 8) and not gaps_allowed(model, 9)

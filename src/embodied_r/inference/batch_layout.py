@@ -23,6 +23,11 @@ MIN_GROUP_EXTRA = 32
 # A split into groups is used only when it costs at most this share of the one-group layout's prefill
 # tokens (each group is one more pass, and its own padding).
 GROUP_SAVING = 0.9
+# Backbones that build one attention mask per entry of ``config.layer_types``: only the layers named
+# sliding slide (Gemma 3 alternates sliding and global layers; Qwen2 with ``max_window_layers`` at its
+# depth has a ``sliding_window`` but no sliding layer). Mistral and Phi-3 slide every layer instead.
+LAYER_TYPED_MODEL_TYPES = ("qwen2", "qwen3", "gemma3_text")
+SLIDING = "sliding_attention"
 
 
 def shared_prefix_length(token_lists: Sequence[Sequence[int]]) -> int:
@@ -46,16 +51,23 @@ def cache_keyword(model: Any) -> str:
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
+def layer_typed(config: Any) -> bool:
+    """Whether the backbone slides only the layers its ``layer_types`` names (see LAYER_TYPED_MODEL_TYPES)."""
+    return (getattr(config, "model_type", None) in LAYER_TYPED_MODEL_TYPES
+            and getattr(config, "layer_types", None) is not None)
+
+
 def window_of(config: Any) -> int | None:
     """The narrowest attention span of a model with sliding-window or chunked layers (None: every layer
     attends to all earlier positions)."""
     text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
     types = getattr(text, "layer_types", None)
     spans = []
-    # Some models (Mistral, Phi-3) apply ``sliding_window`` to every layer whatever ``layer_types`` says, so
-    # a window counts unless the config turns it off; a false "narrow" only costs the shared prefix.
+    # Other models (Mistral, Phi-3) apply ``sliding_window`` to every layer whatever ``layer_types`` says, so
+    # there a window counts unless the config turns it off; a false "narrow" only costs the shared prefix.
     window = getattr(text, "sliding_window", None)
-    if window and getattr(text, "use_sliding_window", True) is not False:
+    slides = SLIDING in types if layer_typed(text) else getattr(text, "use_sliding_window", True) is not False
+    if window and slides:
         spans.append(int(window))
     chunk = getattr(text, "attention_chunk_size", None)
     if chunk and (types is None or "chunked_attention" in types):

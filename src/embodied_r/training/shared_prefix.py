@@ -36,6 +36,8 @@ from typing import Any
 
 import torch
 
+from embodied_r.inference.batch_layout import SLIDING, layer_typed
+
 # Attention implementations that take a custom 4D mask as is: SDPA (boolean, True = attend) and eager
 # (additive float). Flash attention takes no dense mask; flex attention needs a BlockMask.
 SUPPORTED_ATTENTION = ("sdpa", "eager")
@@ -43,11 +45,10 @@ SUPPORTED_ATTENTION = ("sdpa", "eager")
 # transformers' masking_utils (which returns a 4D mask unchanged) and uses rotary positions. Models that
 # derive positions from the 2D mask (OPT) or mix in other inputs are not packed.
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "gemma3_text")
-# Of those, the backbones that also take a dict of 4D masks keyed by layer type as is: each sliding-window
-# layer then gets the block mask cut to its window, so rows wider than the window pack exactly too (Gemma 3
-# alternates five 512-token sliding layers with one global layer). Mistral builds one mask for all layers.
-LAYER_TYPE_MASK_MODEL_TYPES = ("qwen2", "qwen3", "gemma3_text")
-SLIDING = "sliding_attention"
+# Of those, the layer-typed backbones (batch_layout.LAYER_TYPED_MODEL_TYPES) also take a dict of 4D masks
+# keyed by layer type as is: each sliding-window layer then gets the block mask cut to its window, so rows
+# wider than the window pack exactly too (Gemma 3 alternates five 512-token sliding layers with one global
+# layer). Mistral builds one mask for all layers.
 IGNORE_INDEX = -100  # the label value TRL's fused head skips
 # Reasons for the stock path that are routine rather than a limitation worth a warning.
 OFF = "shared_prefix_update is off"
@@ -111,16 +112,15 @@ def overridden_window(config: Any) -> int | None:
     (:func:`packed_masks`), and a config with a ``sliding_window`` but no sliding layer (Qwen2 with
     ``use_sliding_window`` and ``max_window_layers`` at the depth) has no window to replace."""
     window = getattr(config, "sliding_window", None)
-    if window is None or (config.model_type in LAYER_TYPE_MASK_MODEL_TYPES
-                          and getattr(config, "layer_types", None) is not None):
+    if window is None or layer_typed(config):
         return None
     return int(window)
 
 
 def sliding_masks_apply(config: Any) -> bool:
     """Whether the backbone takes a mask per layer type and has sliding-window layers to give one."""
-    return (config.model_type in LAYER_TYPE_MASK_MODEL_TYPES and getattr(config, "sliding_window", None) is not None
-            and SLIDING in (getattr(config, "layer_types", None) or ()))
+    return (layer_typed(config) and getattr(config, "sliding_window", None) is not None
+            and SLIDING in config.layer_types)
 
 
 def layout_problem(prompt_mask: torch.Tensor, completion_mask: torch.Tensor) -> str | None:
