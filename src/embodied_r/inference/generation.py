@@ -120,7 +120,8 @@ def _prefix_cache(model: Any, prefix: Sequence[int], rows: int, capacity: int) -
     cache = reserved_cache_for(model.config, capacity)
     cache = cache if cache is not None else DynamicCache()
     with torch.inference_mode():
-        model(input_ids=torch.tensor([list(prefix)], device=model.device), use_cache=True,
+        # Only the cache is wanted: one position of logits, not the prefix's length times the vocabulary.
+        model(input_ids=torch.tensor([list(prefix)], device=model.device), use_cache=True, logits_to_keep=1,
               **{cache_keyword(model): cache})
     cache.batch_repeat_interleave(rows)
     return cache
