@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,36 @@ class DemoSize:
 
 
 @dataclass
+class WorldChoice:
+    """What the demo asks about, where the user picks (``embodied-r demo --tasks/--detail/--span``); None
+    keeps the demo's own choice. The sizes stay those of ``--minutes``: other task types have other prompt
+    lengths, so the time budget, not the step cap, decides how many GRPO steps run."""
+
+    tasks: tuple[str, ...] | None = None
+    detail: str | None = None
+    span: str | None = None
+
+    def check(self) -> None:
+        from embodied_r.sim.world.detail_levels import DETAIL_LEVELS, SPANS, WORLD_TASK_TYPES
+
+        unknown = [task for task in self.tasks or () if task not in WORLD_TASK_TYPES]
+        if unknown:
+            raise ValueError(f"--tasks: the synthetic world asks no {', '.join(unknown)}; its task types are "
+                             f"{', '.join(WORLD_TASK_TYPES)}")
+        if self.tasks is not None and not self.tasks:
+            raise ValueError("--tasks: name at least one task type")
+        if self.detail is not None and self.detail not in DETAIL_LEVELS:
+            raise ValueError(f"--detail: {self.detail!r} is not one of {', '.join(DETAIL_LEVELS)}")
+        if self.span is not None and self.span not in SPANS:
+            raise ValueError(f"--span: {self.span!r} is not one of {', '.join(SPANS)}")
+
+    def flags(self) -> list[str]:
+        """The command-line flags that ask for this choice (none for what is left to the demo)."""
+        return [*(["--tasks", ",".join(self.tasks)] if self.tasks else []),
+                *(["--detail", self.detail] if self.detail else []), *(["--span", self.span] if self.span else [])]
+
+
+@dataclass
 class Stage:
     name: str
     what: str
@@ -170,6 +200,7 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
     span = ["--span", size.span] if size.span else []
     ratios = f"{1 - size.test_share:.2f},0.00,{size.test_share:.2f}"
     recipe = str(out / "train_recipe.yaml")
+    quoted = "the last frame's action" if size.tasks == DEMO_TASKS else "the line the answer depends on"
     return [
         Stage("world", "render synthetic rooms to egocentric videos with VSI-style questions",
               ["synth", "world", "--out", str(world), "--scenes", str(size.scenes), "--seed", "0",
@@ -197,7 +228,7 @@ def plan(out: str | Path, size: DemoSize, model: str = DEFAULT_MODEL, workers: i
                str(out / "perception.jsonl"), "--prompt-version", size.prompt_version, *span,
                "--out", str(prompts / "test.jsonl")], [str(prompts / "test.jsonl")]),
         Stage("sft", f"supervised fine-tuning on the gold answers ({size.sft_steps} steps of {SFT_BATCH} "
-              "training prompts; the think quotes the last frame's action and lists the options with their letters)",
+              f"training prompts; the think quotes {quoted} and lists the options with their letters)",
               ["train", "--recipe", recipe, "--warmup-only"], [str(warmup_model_dir(out / "train"))]),
         Stage("eval-sft", "evaluate the SFT model (before GRPO) on held-out scenes, with the random, "
               "letter-prior, answer-prior and text-rule baselines",
@@ -238,16 +269,21 @@ def expand_globs(argv: list[str]) -> list[str]:
 
 def run_demo(out: str | Path, minutes: float = 15.0, model: str = DEFAULT_MODEL, workers: int = 2,
              force: bool = False, on_stage: Callable[[Stage, int, int, str], None] | None = None,
-             size: DemoSize | None = None, dtype: str = "auto") -> dict[str, Any]:
+             size: DemoSize | None = None, dtype: str = "auto", world: WorldChoice | None = None) -> dict[str, Any]:
     """Run (or resume) every stage; returns the summary also written to ``DIR/demo_summary.json``.
 
-    ``size`` overrides the sizes derived from ``minutes`` (tests use a tiny one). A second demo into the
-    same folder at once is refused."""
+    ``size`` overrides the sizes derived from ``minutes`` (tests use a tiny one); ``world`` the task types,
+    detail level and span (default: the last action at ``words``). A second demo into the same folder at
+    once is refused."""
+    size = size or DemoSize.for_minutes(minutes)
+    if world is not None:
+        world.check()
+        size = replace(size, tasks=world.tasks or size.tasks, detail=world.detail or size.detail,
+                                   span=world.span or size.span)
+    size.dtype = dtype if dtype != "auto" else size.dtype
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with exclusive_output(out):
-        size = size or DemoSize.for_minutes(minutes)
-        size.dtype = dtype if dtype != "auto" else size.dtype
         return _run_demo_in(out, minutes, model, workers, force, on_stage, size)
 
 
@@ -256,10 +292,13 @@ def _run_demo_in(out: Path, minutes: float, model: str, workers: int, force: boo
     size = size or DemoSize.for_minutes(minutes)
     stages = plan(out, size, model, workers)
     atomic_write_text(out / "train_recipe.yaml", yaml.safe_dump(training_recipe(out, size, model), sort_keys=False))
-    atomic_write_json(out / "demo_plan.json", {"minutes": minutes, "size": size.__dict__,
-                                               "stages": [{"name": s.name, "command": s.command} for s in stages]})
     state_path = out / "demo_state.json"
     state: dict[str, Any] = {} if force or not state_path.exists() else read_json(state_path)
+    plan_path = out / "demo_plan.json"
+    if state and plan_path.exists():
+        check_same_size(read_json(plan_path).get("size") or {}, size, out)
+    atomic_write_json(plan_path, {"minutes": minutes, "size": asdict(size),
+                                  "stages": [{"name": s.name, "command": s.command} for s in stages]})
     started = time.perf_counter()
     for index, stage in enumerate(stages, start=1):
         if stage.name in state:
@@ -285,6 +324,21 @@ def _run_demo_in(out: Path, minutes: float, model: str, workers: int, force: boo
     summary["wall_time_s"] = round(time.perf_counter() - started, 1)
     atomic_write_json(out / "demo_summary.json", summary)
     return summary
+
+
+def check_same_size(before: dict[str, Any], size: DemoSize, out: Path) -> None:
+    """Refuse to resume a demo at another size or on another world (task types, detail level, span): its
+    finished stages would be reused for data they were not made from."""
+    now = asdict(size)
+    differ = [f"{key} {before.get(key)!r} -> {value!r}" for key, value in now.items()
+              if key in before and _plain(before[key]) != _plain(value)]
+    if differ:
+        raise ValueError(f"{out} holds a demo run with other settings ({'; '.join(differ)}); rerun with --force "
+                         "to start it again, or give another --out")
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value  # JSON reads a tuple back as a list
 
 
 # The evaluation after GRPO, against the SFT model's (same questions, same budget): the trained model

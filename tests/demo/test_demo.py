@@ -170,3 +170,75 @@ def test_the_record_reads_every_number_from_the_stages_outputs(tmp_path: Path) -
     assert set(record["machine"]) == {"cpu", "cores", "avx512_bf16"}
     with pytest.raises(ValueError, match="not finished both evaluations"):
         demo_record({"eval_sft": summary["eval_sft"]}, tmp_path, size)
+
+
+def test_the_demo_runs_on_the_task_types_detail_and_span_asked_for(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from embodied_r.demo import WorldChoice
+
+    world = WorldChoice(tasks=("object_rel_direction_medium",), detail="facts", span="any")
+    world.check()
+    assert world.flags() == ["--tasks", "object_rel_direction_medium", "--detail", "facts", "--span", "any"]
+    size = replace(DemoSize.for_minutes(15), tasks=world.tasks, detail=world.detail, span=world.span)
+    by_name = {s.name: s for s in plan(tmp_path, size)}
+
+    def value(stage: str, flag: str) -> str:
+        argv = by_name[stage].argv
+        return argv[argv.index(flag) + 1]
+
+    assert value("split", "--tasks") == "object_rel_direction_medium"
+    assert value("perception", "--detail") == "facts"
+    assert value("prompts-train", "--span") == value("prompts-test", "--span") == "any"
+    assert "the line the answer depends on" in by_name["sft"].what  # not "the last frame's action"
+    assert WorldChoice().flags() == []
+
+
+@pytest.mark.parametrize(("world", "message"), [
+    ({"tasks": ("object_rel_direction_medium", "room_size")}, r"asks no room_size; its task types are .*last_action"),
+    ({"tasks": ()}, "name at least one task type"),
+    ({"detail": "pixels"}, "'pixels' is not one of words, bearings"),
+    ({"span": "3"}, "'3' is not one of 1, 2, any"),
+])
+def test_a_world_the_demo_cannot_make_is_refused_before_any_stage(tmp_path: Path, world: dict, message: str) -> None:
+    from embodied_r.demo import WorldChoice
+
+    with pytest.raises(ValueError, match=message):
+        run_demo(tmp_path / "demo", world=WorldChoice(**world))
+    assert not (tmp_path / "demo").exists()
+
+
+def test_the_cli_refuses_an_unknown_task_type_with_the_known_ones(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from embodied_r.cli.main import main
+
+    assert main(["demo", "--out", str(tmp_path / "demo"), "--tasks", "last_actions"]) == 2
+    assert "asks no last_actions" in capsys.readouterr().err
+
+
+def test_a_demo_folder_made_on_another_world_is_not_resumed(tmp_path: Path) -> None:
+    from embodied_r.demo import WorldChoice
+
+    out = tmp_path / "demo"
+    out.mkdir()
+    (out / "demo_plan.json").write_text(json.dumps({"size": {**DemoSize.for_minutes(15).__dict__, "detail": "words"}}))
+    (out / "demo_state.json").write_text(json.dumps({"world": {"seconds": 1.0}}))
+    with pytest.raises(ValueError, match=r"other settings \(detail 'words' -> 'facts'\).*--force"):
+        run_demo(out, world=WorldChoice(detail="facts"))
+    with pytest.raises(ValueError, match=r"train_steps .*--force"):
+        run_demo(out, minutes=5)  # another budget: other sizes
+
+
+def test_the_record_names_the_world_flags_it_ran_with(tmp_path: Path) -> None:
+    from embodied_r.cli.demo import write_record
+
+    for folder, scores in (("eval_sft", [1.0, 0.0]), ("eval_after", [1.0, 1.0])):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "predictions.jsonl").write_text("".join(
+            json.dumps({"id": f"q{i}", "task": "last_action", "score": s}) + "\n" for i, s in enumerate(scores)))
+    (tmp_path / "demo_plan.json").write_text(json.dumps({"size": DemoSize.for_minutes(15).__dict__}))
+    summary = {"eval_sft": {"overall": {"n": 2, "micro": 0.5}}, "eval_after": {"overall": {"n": 2, "micro": 1.0}},
+               "stages": {}, "wall_time_s": 1.0, "peak_rss_gib": 1.0}
+    write_record(summary, tmp_path, tmp_path / "record.json", 15, "float32", ["--detail", "facts"])
+    record = json.loads((tmp_path / "record.json").read_text())
+    assert record["command"] == "embodied-r demo --minutes 15 --dtype float32 --detail facts"

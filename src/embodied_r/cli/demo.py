@@ -26,6 +26,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
                         help="precision of training and evaluation: auto (bf16 passes where the CPU has bf16, float32 "
                         "elsewhere), float32 (the slowest CPU's arithmetic anywhere) or bfloat16 (default: auto)")
+    from embodied_r.sim.world.detail_levels import DETAIL_LEVELS, SPANS  # plain names, no world code
+
+    parser.add_argument("--tasks", default=None, metavar="T1,T2",
+                        help="task types to train and evaluate on (default: last_action; `synth world` asks 12)")
+    parser.add_argument("--detail", default=None, choices=DETAIL_LEVELS,
+                        help="the oracle perception's detail level (default: words; docs/world.md)")
+    parser.add_argument("--span", default=None, choices=SPANS,
+                        help="keep questions whose objects 1, 2 or any number of key frames show (default: all)")
     parser.add_argument("--record", default=None, metavar="PATH",
                         help="also write the run's record (machine, times, every accuracy, the exact tests) as JSON, "
                              "the numbers README quotes (docs/records/demo.json)")
@@ -35,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from embodied_r.cli.common import CLIError, console, print_table
-    from embodied_r.demo import Stage, run_demo
+    from embodied_r.demo import Stage, WorldChoice, run_demo
 
     out = console()
 
@@ -45,9 +53,11 @@ def run(args: argparse.Namespace) -> int:
         if status != "running":
             out.print(status)
 
+    world = WorldChoice(tasks=tuple(t for t in args.tasks.split(",") if t) if args.tasks is not None else None,
+                        detail=args.detail, span=args.span)
     try:
         summary = run_demo(args.out, minutes=args.minutes, model=args.model, workers=args.workers,
-                           force=args.force, on_stage=on_stage, dtype=args.dtype)
+                           force=args.force, on_stage=on_stage, dtype=args.dtype, world=world)
     except (RuntimeError, ValueError) as exc:
         raise CLIError(str(exc)) from None
     out.rule("demo finished")
@@ -56,19 +66,22 @@ def run(args: argparse.Namespace) -> int:
     print_before_after(summary, Path(args.out))
     out.print(f"Report: {Path(args.out) / 'report' / 'report.html'} (open it in a browser; it works offline)")
     if args.record:
-        write_record(summary, Path(args.out), Path(args.record), args.minutes, args.dtype)
+        write_record(summary, Path(args.out), Path(args.record), args.minutes, args.dtype, world.flags())
     return 0
 
 
-def write_record(summary: dict[str, Any], out_dir: Any, path: Any, minutes: float, dtype: str) -> None:
-    """The run's record at ``path`` (atomically), at the size the demo ran (its plan file)."""
+def write_record(summary: dict[str, Any], out_dir: Any, path: Any, minutes: float, dtype: str,
+                 world_flags: list[str] | None = None) -> None:
+    """The run's record at ``path`` (atomically), at the size the demo ran (its plan file); its command
+    names the world flags the run was given."""
     from embodied_r.cli.common import console
     from embodied_r.core.io import atomic_write_json, read_json
     from embodied_r.demo import DemoSize
     from embodied_r.demo_record import demo_record
 
     size = DemoSize(**read_json(out_dir / "demo_plan.json")["size"])
-    atomic_write_json(path, {"command": f"embodied-r demo --minutes {minutes:g} --dtype {dtype}",
+    command = " ".join(["embodied-r demo", "--minutes", f"{minutes:g}", "--dtype", dtype, *(world_flags or [])])
+    atomic_write_json(path, {"command": command,
                              **demo_record(summary, out_dir, size)})
     console().print(f"Record: {path}", markup=False)
 
