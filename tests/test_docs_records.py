@@ -561,6 +561,43 @@ def test_the_readme_quotes_the_ladders_compute() -> None:
     assert "minutes" in ladder_compute_problems(text, Record(slower, record.path))[0]
 
 
+# README's demo probe on another task type (why the demo stays on the last action), read from its record.
+_PROBE = re.compile(r"record `docs/records/(?P<file>[\w.]+)`\), its (?P<sft_steps>\d+) SFT steps from the base model "
+                    r"already answered (?P<sft>[\d.]+) % of (?P<n>\d+) held-out questions \(blind (?P<blind>[\d.]+) "
+                    r"%\), and in (?P<signal>none|\d+) of its (?P<steps>\d+) GRPO steps did a group's four completions "
+                    r"earn different rewards, so GRPO changed (?P<changed>no|\d+) answers?")
+
+
+def probe_problems(text: str, folder: Path = RECORDS) -> list[str]:
+    """What README's sentence on the demo probe (``text``, whitespace collapsed) says that its record does not."""
+    said = _PROBE.search(text)
+    if said is None:
+        return ["README: no 'record `docs/records/F`), its N SFT steps from the base model already answered X % of "
+                "N held-out questions (blind X %), and in K of its N GRPO steps did a group's four completions earn "
+                "different rewards, so GRPO changed K answers' sentence"]
+    record = load_record(said["file"], folder)
+    vs_sft = record.at("comparisons.grpo_vs_sft")
+    want = {"sft_steps": record.at("sft_steps"), "sft": round(100 * record.at("accuracy.sft"), 1),
+            "n": record.at("n"), "blind": round(100 * record.at("accuracy.blind"), 1),
+            "signal": record.at("grpo_steps_with_signal"), "steps": record.at("grpo_steps"),
+            "changed": vs_sft["improved"] + vs_sft["worsened"]}
+    have = {key: (0 if said[key] in ("none", "no") else float(said[key])) for key in want}
+    return [f"README: the demo probe says {key} {said[key]}; {said['file']} gives {want[key]}"
+            for key in want if have[key] != want[key]]
+
+
+def test_the_readme_demo_probe_is_its_record(tmp_path: Path) -> None:
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert probe_problems(text) == []
+    name = _PROBE.search(text)["file"]
+    changed = json.loads((RECORDS / name).read_text(encoding="utf-8"))
+    changed["grpo_steps_with_signal"] = 3
+    changed["comparisons"]["grpo_vs_sft"]["improved"] += 2
+    (tmp_path / name).write_text(json.dumps(changed), encoding="utf-8")
+    problems = probe_problems(text, tmp_path)
+    assert len(problems) == 2 and "signal none" in problems[0] and "changed no" in problems[1], problems
+
+
 def test_the_readme_demo_run_is_the_record() -> None:
     readme = ROOT / "README.md"
     text = " ".join(readme.read_text(encoding="utf-8").split())

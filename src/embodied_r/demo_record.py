@@ -48,6 +48,18 @@ def _overall(metrics: dict[str, Any]) -> float | None:
     return (metrics.get("overall") or {}).get("micro")
 
 
+def steps_with_signal(metrics_file: Path) -> int | None:
+    """How many logged GRPO steps had a group whose completions earned different rewards (TRL's
+    ``frac_reward_zero_std`` below 1): in the others every advantage was zero and the step taught nothing.
+    None without the train stage's metrics."""
+    if not metrics_file.is_file():
+        return None
+    # One row a logged step; a resumed run logs its steps again, so the last row of a step counts.
+    shares = {row.get("step"): row["frac_reward_zero_std"] for row in read_jsonl(metrics_file)
+              if row.get("frac_reward_zero_std") is not None}
+    return sum(share < 1.0 for share in shares.values())
+
+
 def demo_record(summary: dict[str, Any], out_dir: str | Path, size: Any) -> dict[str, Any]:
     """The record of one finished demo in ``out_dir`` (its ``summary`` as ``run_demo`` returns it, and the
     ``DemoSize`` it ran at). Raises ValueError when an evaluation the record needs is missing."""
@@ -83,6 +95,7 @@ def demo_record(summary: dict[str, Any], out_dir: str | Path, size: Any) -> dict
         "n": (after.get("overall") or {}).get("n"),
         "sft_steps": size.sft_steps,
         "grpo_steps": train.get("global_step"),
+        "grpo_steps_with_signal": steps_with_signal(out_dir / "train" / "metrics.jsonl"),
         "accuracy": accuracy,
         "comparisons": comparisons,
     }

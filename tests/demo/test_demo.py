@@ -158,7 +158,15 @@ def test_the_record_reads_every_number_from_the_stages_outputs(tmp_path: Path) -
                "wall_time_s": 12.0, "peak_rss_gib": 3.1}
     size = DemoSize(scenes=80, seconds=12, per_task=6, train_steps=30, eval_limit=0, max_new_tokens=64,
                     tasks=("object_rel_direction_medium",), detail="facts", span="any", dtype="float32")
+    assert demo_record(summary, tmp_path, size)["grpo_steps_with_signal"] is None  # no train metrics
+    (tmp_path / "train").mkdir()
+    # Step 2 is logged twice (a resumed run): its last row counts; the final summary row has no share.
+    logged = [(1, 1.0), (2, 0.5), (3, 1.0), (2, 1.0), (4, 0.0)]
+    (tmp_path / "train" / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": step, "frac_reward_zero_std": share}) + "\n" for step, share in logged)
+        + json.dumps({"step": 4, "train_loss": 0.1}) + "\n")
     record = demo_record(summary, tmp_path, size)
+    assert record["grpo_steps_with_signal"] == 1
     assert record["accuracy"] == {"sft": 0.5, "grpo": 0.8, "blind": 0.0, "text_rule": 0.35, "random": 0.333,
                                   "letter_prior": 0.4, "answer_prior": 0.3, "solver_ceiling": 1.0,
                                   "solver_applicable": 1.0}
