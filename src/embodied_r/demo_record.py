@@ -49,15 +49,19 @@ def _overall(metrics: dict[str, Any]) -> float | None:
 
 
 def steps_with_signal(metrics_file: Path) -> int | None:
-    """How many logged GRPO steps had a group whose completions earned different rewards (TRL's
-    ``frac_reward_zero_std`` below 1): in the others every advantage was zero and the step taught nothing.
-    None without the train stage's metrics."""
+    """How many logged GRPO steps had a group whose completions earned different rewards from some reward
+    function (the trainer's exact per-function ``zero_variance_groups/NAME`` share below 1; TRL's
+    ``frac_reward_zero_std`` can count a uniform group as varying by float rounding): in the other steps every
+    advantage was zero and the step taught nothing. None without the train stage's metrics."""
     if not metrics_file.is_file():
         return None
     # One row a logged step; a resumed run logs its steps again, so the last row of a step counts.
-    shares = {row.get("step"): row["frac_reward_zero_std"] for row in read_jsonl(metrics_file)
-              if row.get("frac_reward_zero_std") is not None}
-    return sum(share < 1.0 for share in shares.values())
+    varied = {}
+    for row in read_jsonl(metrics_file):
+        shares = [value for key, value in row.items() if key.startswith("zero_variance_groups/") and value is not None]
+        if shares:
+            varied[row.get("step")] = min(shares) < 1.0
+    return sum(varied.values())
 
 
 def demo_record(summary: dict[str, Any], out_dir: str | Path, size: Any) -> dict[str, Any]:

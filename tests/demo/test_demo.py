@@ -161,12 +161,14 @@ def test_the_record_reads_every_number_from_the_stages_outputs(tmp_path: Path) -
     assert demo_record(summary, tmp_path, size)["grpo_steps_with_signal"] is None  # no train metrics
     (tmp_path / "train").mkdir()
     # Step 2 is logged twice (a resumed run): its last row counts; the final summary row has no share.
-    logged = [(1, 1.0), (2, 0.5), (3, 1.0), (2, 1.0), (4, 0.0)]
+    # A step has signal when some reward function varied in some group (its zero-variance share below 1).
+    logged = [(1, 1.0, 1.0), (2, 0.5, 1.0), (3, 1.0, 1.0), (2, 1.0, 1.0), (4, 1.0, 0.5), (5, 0.0, 1.0)]
     (tmp_path / "train" / "metrics.jsonl").write_text("".join(
-        json.dumps({"step": step, "frac_reward_zero_std": share}) + "\n" for step, share in logged)
-        + json.dumps({"step": 4, "train_loss": 0.1}) + "\n")
+        json.dumps({"step": step, "zero_variance_groups/format": fmt, "zero_variance_groups/accuracy": acc,
+                    "frac_reward_zero_std": 0.0}) + "\n" for step, fmt, acc in logged)
+        + json.dumps({"step": 5, "train_loss": 0.1}) + "\n")
     record = demo_record(summary, tmp_path, size)
-    assert record["grpo_steps_with_signal"] == 1
+    assert record["grpo_steps_with_signal"] == 2  # steps 4 and 5
     assert record["accuracy"] == {"sft": 0.5, "grpo": 0.8, "blind": 0.0, "text_rule": 0.35, "random": 0.333,
                                   "letter_prior": 0.4, "answer_prior": 0.3, "solver_ceiling": 1.0,
                                   "solver_applicable": 1.0}
@@ -250,3 +252,17 @@ def test_the_record_names_the_world_flags_it_ran_with(tmp_path: Path) -> None:
     write_record(summary, tmp_path, tmp_path / "record.json", 15, "float32", ["--detail", "facts"])
     record = json.loads((tmp_path / "record.json").read_text())
     assert record["command"] == "embodied-r demo --minutes 15 --dtype float32 --detail facts"
+
+
+def test_the_terminal_says_in_how_many_grpo_steps_a_group_differed(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from embodied_r.cli.demo import print_grpo_steps
+
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text("".join(json.dumps({"step": step, "zero_variance_groups/accuracy": 1.0}) + "\n"
+                               for step in (1, 2, 3)))
+    print_grpo_steps({"global_step": 3}, metrics)
+    assert "differed in reward in 0 of 3 steps; in every step" in " ".join(capsys.readouterr().out.split())
+    metrics.write_text(json.dumps({"step": 1, "zero_variance_groups/accuracy": 0.5}) + "\n")
+    print_grpo_steps({"global_step": 1}, metrics)
+    assert "differed in reward in 1 of 1 steps (in the others" in " ".join(capsys.readouterr().out.split())

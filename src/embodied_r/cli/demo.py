@@ -93,10 +93,12 @@ def leading_letter(metrics: dict[str, Any]) -> str | None:
     return f"{letter} {bias['predicted'][letter]}/{bias['n_parsed']}" if letter else None
 
 
-def print_grpo_steps(train: dict[str, Any]) -> None:
-    """How many GRPO steps ran, and whether the time budget ended them before max_steps."""
+def print_grpo_steps(train: dict[str, Any], metrics_file: Any = None) -> None:
+    """How many GRPO steps ran, whether the time budget ended them before max_steps, and in how many of them
+    a group's rewards differed (``metrics_file``: the train stage's metrics.jsonl)."""
     from embodied_r.cli.common import console
     from embodied_r.demo import MIN_GRPO_STEPS
+    from embodied_r.demo_record import steps_with_signal
 
     budget = train.get("time_budget") or {}
     if "global_step" not in train:
@@ -107,6 +109,12 @@ def print_grpo_steps(train: dict[str, Any]) -> None:
                         f"({budget['minutes']:.1f} min for training) ended it there", markup=False)
     else:
         console().print(f"GRPO: {ran} steps", markup=False)
+    signal = steps_with_signal(metrics_file) if metrics_file is not None else None
+    if signal is not None:
+        console().print(f"GRPO's groups differed in reward in {signal} of {ran} steps" + (
+            "; in every step all completions of a prompt earned one reward, so no update ran (nothing to learn "
+            "from: the SFT model already answers alike every time)" if signal == 0 else
+            " (in the others every advantage was zero)"), markup=False)
     if ran < MIN_GRPO_STEPS:
         console().print(f"warning: fewer than {MIN_GRPO_STEPS} GRPO steps ran, the demo's aim: the stages before "
                         "training and the evaluation after it left too little of the time budget; --minutes "
@@ -170,7 +178,7 @@ def print_before_after(summary: dict[str, Any], out_dir: Any = None) -> None:
     if ceiling is not None:
         console().print(f"answerable ceiling: the text states the answer of {100 * ceiling:.1f} % of the "
                         "questions of task types with a text rule", markup=False)
-    print_grpo_steps(summary.get("train") or {})
+    print_grpo_steps(summary.get("train") or {}, None if out_dir is None else out_dir / "train" / "metrics.jsonl")
     if out_dir is None:
         return
     predictions = {name: read_jsonl(out_dir / name / "predictions.jsonl") for name in ("eval_sft", "eval_after")
