@@ -78,6 +78,7 @@ from embodied_r.demo import expand_globs, training_recipe  # noqa: E402
 from embodied_r.evaluation.baselines import PRIORS, prior_baseline, random_baseline  # noqa: E402
 from embodied_r.sim.world.detail_levels import DETAIL_LEVELS, SPANS  # noqa: E402  (plain names, no world code)
 from embodied_r.training.recipe import merge_overrides, parse_overrides  # noqa: E402
+from embodied_r.training.reward_signal import steps_with_signal  # noqa: E402
 from embodied_r.training.warmup import THINK_STYLES  # noqa: E402
 
 SPLIT_FILES = {"train": "train", "dev": "val", "test": "test"}  # ladder name -> `data split` file name
@@ -692,7 +693,8 @@ def arm_compute(out: Path, arm: str, settings: dict[str, Any], seeds: list[int],
     """What an arm's models cost: the warm-up's, SFT's and GRPO's steps and rows (GRPO's variants train at
     GRPO's), and the wall seconds of its stages in ``OUT/state.json``: the warm-up's, and for SFT, GRPO, each
     variant and GRPO's evaluation on ``part`` the median over ``seeds`` (None where none is recorded). Wall
-    time includes whatever else the machine ran then."""
+    time includes whatever else the machine ran then. Also, per GRPO run and seed, the steps in which some
+    group's rewards varied (``reward_signal.steps_with_signal``; None without the run's metrics)."""
     recipe = settings["recipe"]
     done = read_json(out / "state.json") if (out / "state.json").is_file() else {}
 
@@ -710,11 +712,15 @@ def arm_compute(out: Path, arm: str, settings: dict[str, Any], seeds: list[int],
     }
     generations, rows = recipe.get("num_generations"), recipe.get("per_device_train_batch_size")
     prompts = rows * recipe.get("gradient_accumulation_steps", 1) // generations if rows and generations else None
+    # Per GRPO run and seed: in how many steps some group's rewards varied (the others taught nothing).
+    signal = {run: {str(seed): steps_with_signal(out / "arms" / arm / run_folder_name(seed, variant) / "metrics.jsonl")
+                    for seed in seeds}
+              for run, variant in [("grpo", None), *((v, v) for v in sorted(settings.get("variants") or {}))]}
     return {"warmup_steps": warmup_steps(settings["warmup"]), "sft": settings.get("sft"),
             "grpo": {"steps": recipe.get("max_steps"), "prompts": prompts, "generations": generations,
                      "max_completion_length": recipe.get("max_completion_length"),
                      "learning_rate": recipe.get("learning_rate")},
-            "stage_seconds": stage_seconds}
+            "stage_seconds": stage_seconds, "grpo_steps_with_signal": signal}
 
 
 def evaluated_model(folder: Path) -> str | None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from embodied_r.core.intervals import prediction_difference
 from embodied_r.core.io import read_jsonl
+from embodied_r.training.reward_signal import steps_with_signal
 
 # Record field -> the evaluation baseline it is read from (the GRPO model's evaluation).
 BASELINE_FIELDS = {"blind": "blind", "text_rule": "text-rule", "random": "random", "letter_prior": "prior",
@@ -46,22 +47,6 @@ def _comparison(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> di
 
 def _overall(metrics: dict[str, Any]) -> float | None:
     return (metrics.get("overall") or {}).get("micro")
-
-
-def steps_with_signal(metrics_file: Path) -> int | None:
-    """How many logged GRPO steps had a group whose completions earned different rewards from some reward
-    function (the trainer's exact per-function ``zero_variance_groups/NAME`` share below 1; TRL's
-    ``frac_reward_zero_std`` can count a uniform group as varying by float rounding): in the other steps every
-    advantage was zero and the step taught nothing. None without the train stage's metrics."""
-    if not metrics_file.is_file():
-        return None
-    # One row a logged step; a resumed run logs its steps again, so the last row of a step counts.
-    varied = {}
-    for row in read_jsonl(metrics_file):
-        shares = [value for key, value in row.items() if key.startswith("zero_variance_groups/") and value is not None]
-        if shares:
-            varied[row.get("step")] = min(shares) < 1.0
-    return sum(varied.values())
 
 
 def demo_record(summary: dict[str, Any], out_dir: str | Path, size: Any) -> dict[str, Any]:

@@ -430,6 +430,11 @@ def test_the_record_holds_the_table_s_numbers(ladder: ModuleType, tmp_path: Path
                "train:base:seed0": 390.0, "train:base:seed1": 410.0, "train:base:seed0-control": 600.0,
                "train:base:seed0-alone": 520.0, "train:base:seed1-alone": 540.0, "eval:dev:base-seed0": 530.0}
     (out / "state.json").write_text(json.dumps({k: {"seconds": v} for k, v in seconds.items()}))
+    # Seed 0's GRPO logged 3 steps, one with a group whose accuracy varied; the other runs logged nothing.
+    (out / "arms" / "base" / "seed0").mkdir(parents=True, exist_ok=True)
+    (out / "arms" / "base" / "seed0" / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": step, "zero_variance_groups/accuracy": share}) + "\n"
+        for step, share in ((1, 1.0), (2, 0.5), (3, 1.0))))
     path = tmp_path / "docs" / "ladder.json"
     assert ladder.main(["--out", str(out), "--table", "--record", str(path)]) == 0
     written = json.loads(path.read_text())
@@ -439,7 +444,9 @@ def test_the_record_holds_the_table_s_numbers(ladder: ModuleType, tmp_path: Path
                "grpo": {"steps": 30, "prompts": 2, "generations": 4, "max_completion_length": 128,
                         "learning_rate": 1e-5},
                "stage_seconds": {"warmup": 1577.0, "sft": 450.0, "grpo": 400.0, "alone": 530.0, "control": 600.0,
-                                 "grpo_evaluation": 530.0}}
+                                 "grpo_evaluation": 530.0},
+               "grpo_steps_with_signal": {"grpo": {"0": 1, "1": None}, "alone": {"0": None, "1": None},
+                                          "control": {"0": None, "1": None}}}
     assert written["arms"]["base"] == {"warmup": "listed-48-a", "base_model": "smollm2-135m-instruct",
                                        "grpo_from": "sft", "seeds": [0, 1], "variants": ["alone", "control"],
                                        "compute": compute}

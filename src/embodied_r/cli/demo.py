@@ -98,7 +98,7 @@ def print_grpo_steps(train: dict[str, Any], metrics_file: Any = None) -> None:
     a group's rewards differed (``metrics_file``: the train stage's metrics.jsonl)."""
     from embodied_r.cli.common import console
     from embodied_r.demo import MIN_GRPO_STEPS
-    from embodied_r.demo_record import steps_with_signal
+    from embodied_r.training.reward_signal import steps_with_signal
 
     budget = train.get("time_budget") or {}
     if "global_step" not in train:
