@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
         if status != "running":
             out.print(status)
 
-    world = WorldChoice(tasks=tuple(t for t in args.tasks.split(",") if t) if args.tasks is not None else None,
+    tasks = None if args.tasks is None else tuple(t.strip() for t in args.tasks.split(",") if t.strip())
+    world = WorldChoice(tasks=tasks,
                         detail=args.detail, span=args.span)
     try:
         summary = run_demo(args.out, minutes=args.minutes, model=args.model, workers=args.workers,
