@@ -54,8 +54,7 @@ def run(args: argparse.Namespace) -> int:
             out.print(status)
 
     tasks = None if args.tasks is None else tuple(t.strip() for t in args.tasks.split(",") if t.strip())
-    world = WorldChoice(tasks=tasks,
-                        detail=args.detail, span=args.span)
+    world = WorldChoice(tasks=tasks, detail=args.detail, span=args.span)
     try:
         summary = run_demo(args.out, minutes=args.minutes, model=args.model, workers=args.workers,
                            force=args.force, on_stage=on_stage, dtype=args.dtype, world=world)
