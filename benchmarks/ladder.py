@@ -712,15 +712,25 @@ def arm_compute(out: Path, arm: str, settings: dict[str, Any], seeds: list[int],
     }
     generations, rows = recipe.get("num_generations"), recipe.get("per_device_train_batch_size")
     prompts = rows * recipe.get("gradient_accumulation_steps", 1) // generations if rows and generations else None
-    # Per GRPO run and seed: in how many steps some group's rewards varied (the others taught nothing).
-    signal = {run: {str(seed): steps_with_signal(out / "arms" / arm / run_folder_name(seed, variant) / "metrics.jsonl")
-                    for seed in seeds}
-              for run, variant in [("grpo", None), *((v, v) for v in sorted(settings.get("variants") or {}))]}
     return {"warmup_steps": warmup_steps(settings["warmup"]), "sft": settings.get("sft"),
             "grpo": {"steps": recipe.get("max_steps"), "prompts": prompts, "generations": generations,
                      "max_completion_length": recipe.get("max_completion_length"),
                      "learning_rate": recipe.get("learning_rate")},
-            "stage_seconds": stage_seconds, "grpo_steps_with_signal": signal}
+            "stage_seconds": stage_seconds,
+            "grpo_steps_with_signal": signal_by_run(out / "arms" / arm, seeds, sorted(settings.get("variants") or {}))}
+
+
+def signal_by_run(arm_folder: Path, seeds: list[int], variants: list[str]) -> dict[str, dict[str, int | None]]:
+    """Per GRPO run ("grpo" and each variant) and seed: in how many of its steps some group's rewards varied
+    (the other steps taught nothing); None where the run has no metrics or no summary yet."""
+    out: dict[str, dict[str, int | None]] = {}
+    for run, variant in [("grpo", None), *((v, v) for v in variants)]:
+        out[run] = {}
+        for seed in seeds:
+            folder = arm_folder / run_folder_name(seed, variant)
+            summary = read_json(folder / "summary.json") if (folder / "summary.json").is_file() else {}
+            out[run][str(seed)] = steps_with_signal(folder / "metrics.jsonl", summary.get("global_step"))
+    return out
 
 
 def evaluated_model(folder: Path) -> str | None:

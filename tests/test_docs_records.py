@@ -565,7 +565,7 @@ def test_the_readme_quotes_the_ladders_compute() -> None:
 _PROBE = re.compile(r"record `docs/records/(?P<file>[\w.]+)`\), its (?P<sft_steps>\d+) SFT steps from the base model "
                     r"already answered (?P<sft>[\d.]+) % of (?P<n>\d+) held-out questions \(blind (?P<blind>[\d.]+) "
                     r"%\), and in (?P<signal>none|\d+) of its (?P<steps>\d+) GRPO steps did a group's four completions "
-                    r"earn different rewards, so GRPO changed (?P<changed>no|\d+) answers?")
+                    r"earn different rewards, so no update ran and (?P<changed>no|\d+) answers?'s? scores? changed")
 
 
 def probe_problems(text: str, folder: Path = RECORDS) -> list[str]:
@@ -574,7 +574,7 @@ def probe_problems(text: str, folder: Path = RECORDS) -> list[str]:
     if said is None:
         return ["README: no 'record `docs/records/F`), its N SFT steps from the base model already answered X % of "
                 "N held-out questions (blind X %), and in K of its N GRPO steps did a group's four completions earn "
-                "different rewards, so GRPO changed K answers' sentence"]
+                "different rewards, so no update ran and no answer's score changed' sentence"]
     record = load_record(said["file"], folder)
     vs_sft = record.at("comparisons.grpo_vs_sft")
     want = {"sft_steps": record.at("sft_steps"), "sft": round(100 * record.at("accuracy.sft"), 1),

@@ -106,6 +106,7 @@ class WorldChoice:
     span: str | None = None
 
     def check(self) -> None:
+        """Raise ValueError naming what the world offers when a task type, level or span is not one of them."""
         from embodied_r.sim.world.detail_levels import DETAIL_LEVELS, SPANS, WORLD_TASK_TYPES
 
         unknown = [task for task in self.tasks or () if task not in WORLD_TASK_TYPES]
@@ -290,13 +291,12 @@ def run_demo(out: str | Path, minutes: float = 15.0, model: str = DEFAULT_MODEL,
 def _run_demo_in(out: Path, minutes: float, model: str, workers: int, force: bool,
                  on_stage: Callable[[Stage, int, int, str], None] | None, size: DemoSize | None) -> dict[str, Any]:
     size = size or DemoSize.for_minutes(minutes)
+    state_path, plan_path = out / "demo_state.json", out / "demo_plan.json"
+    state: dict[str, Any] = {} if force or not state_path.exists() else read_json(state_path)
+    if state and plan_path.exists():  # before anything is written: a refused run leaves the folder as it was
+        check_same_size(read_json(plan_path).get("size") or {}, size, out)
     stages = plan(out, size, model, workers)
     atomic_write_text(out / "train_recipe.yaml", yaml.safe_dump(training_recipe(out, size, model), sort_keys=False))
-    state_path = out / "demo_state.json"
-    state: dict[str, Any] = {} if force or not state_path.exists() else read_json(state_path)
-    plan_path = out / "demo_plan.json"
-    if state and plan_path.exists():
-        check_same_size(read_json(plan_path).get("size") or {}, size, out)
     atomic_write_json(plan_path, {"minutes": minutes, "size": asdict(size),
                                   "stages": [{"name": s.name, "command": s.command} for s in stages]})
     started = time.perf_counter()
@@ -327,8 +327,9 @@ def _run_demo_in(out: Path, minutes: float, model: str, workers: int, force: boo
 
 
 def check_same_size(before: dict[str, Any], size: DemoSize, out: Path) -> None:
-    """Refuse to resume a demo at another size or on another world (task types, detail level, span): its
-    finished stages would be reused for data they were not made from."""
+    """Refuse to resume a demo at another size, precision (``--dtype``) or world (task types, detail level,
+    span): its finished stages would be reused for data or models they were not made with. A field an older
+    plan lacks is not compared."""
     now = asdict(size)
     differ = [f"{key} {before.get(key)!r} -> {value!r}" for key, value in now.items()
               if key in before and _plain(before[key]) != _plain(value)]
@@ -338,7 +339,8 @@ def check_same_size(before: dict[str, Any], size: DemoSize, out: Path) -> None:
 
 
 def _plain(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else value  # JSON reads a tuple back as a list
+    """``value`` as the plan file reads it back (JSON turns a tuple into a list)."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 # The evaluation after GRPO, against the SFT model's (same questions, same budget): the trained model

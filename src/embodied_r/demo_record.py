@@ -84,7 +84,7 @@ def demo_record(summary: dict[str, Any], out_dir: str | Path, size: Any) -> dict
         "n": (after.get("overall") or {}).get("n"),
         "sft_steps": size.sft_steps,
         "grpo_steps": train.get("global_step"),
-        "grpo_steps_with_signal": steps_with_signal(out_dir / "train" / "metrics.jsonl"),
+        "grpo_steps_with_signal": steps_with_signal(out_dir / "train" / "metrics.jsonl", train.get("global_step")),
         "accuracy": accuracy,
         "comparisons": comparisons,
     }

@@ -430,11 +430,16 @@ def test_the_record_holds_the_table_s_numbers(ladder: ModuleType, tmp_path: Path
                "train:base:seed0": 390.0, "train:base:seed1": 410.0, "train:base:seed0-control": 600.0,
                "train:base:seed0-alone": 520.0, "train:base:seed1-alone": 540.0, "eval:dev:base-seed0": 530.0}
     (out / "state.json").write_text(json.dumps({k: {"seconds": v} for k, v in seconds.items()}))
-    # Seed 0's GRPO logged 3 steps, one with a group whose accuracy varied; the other runs logged nothing.
-    (out / "arms" / "base" / "seed0").mkdir(parents=True, exist_ok=True)
-    (out / "arms" / "base" / "seed0" / "metrics.jsonl").write_text("".join(
-        json.dumps({"step": step, "zero_variance_groups/accuracy": share}) + "\n"
-        for step, share in ((1, 1.0), (2, 0.5), (3, 1.0))))
+    # Seed 0's GRPO ran 3 steps, one with a group whose accuracy varied (step 4's row is an earlier, longer
+    # run's); seed 1's has metrics but no summary yet; the other runs logged nothing.
+    for seed, summary in ((0, {"global_step": 3}), (1, None)):
+        folder = out / "arms" / "base" / f"seed{seed}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "metrics.jsonl").write_text("".join(
+            json.dumps({"step": step, "zero_variance_groups/accuracy": share}) + "\n"
+            for step, share in ((4, 0.5), (1, 1.0), (2, 0.5), (3, 1.0))))
+        if summary is not None:
+            (folder / "summary.json").write_text(json.dumps(summary))
     path = tmp_path / "docs" / "ladder.json"
     assert ladder.main(["--out", str(out), "--table", "--record", str(path)]) == 0
     written = json.loads(path.read_text())

@@ -233,10 +233,29 @@ def test_a_demo_folder_made_on_another_world_is_not_resumed(tmp_path: Path) -> N
     out.mkdir()
     (out / "demo_plan.json").write_text(json.dumps({"size": {**DemoSize.for_minutes(15).__dict__, "detail": "words"}}))
     (out / "demo_state.json").write_text(json.dumps({"world": {"seconds": 1.0}}))
+    (out / "train_recipe.yaml").write_text("the folder's own recipe\n")
+    def files() -> dict[str, str]:  # the folder's lock is the guard against a second demo, not the demo's output
+        return {path.name: path.read_text() for path in out.iterdir() if not path.name.endswith(".lock")}
+
+    before = files()
     with pytest.raises(ValueError, match=r"other settings \(detail 'words' -> 'facts'\).*--force"):
         run_demo(out, world=WorldChoice(detail="facts"))
     with pytest.raises(ValueError, match=r"train_steps .*--force"):
         run_demo(out, minutes=5)  # another budget: other sizes
+    with pytest.raises(ValueError, match=r"dtype 'auto' -> 'float32'"):
+        run_demo(out, dtype="float32")
+    assert files() == before  # a refused run wrote nothing
+
+
+def test_a_plan_read_back_from_json_or_lacking_newer_fields_resumes(tmp_path: Path) -> None:
+    from dataclasses import asdict
+
+    from embodied_r.demo import check_same_size
+
+    size = DemoSize.for_minutes(15)
+    check_same_size(json.loads(json.dumps(asdict(size))), size, tmp_path)  # its tasks tuple comes back a list
+    older = {key: value for key, value in asdict(size).items() if key not in ("detail", "span")}
+    check_same_size(json.loads(json.dumps(older)), size, tmp_path)
 
 
 def test_the_record_names_the_world_flags_it_ran_with(tmp_path: Path) -> None:
@@ -263,6 +282,9 @@ def test_the_terminal_says_in_how_many_grpo_steps_a_group_differed(tmp_path: Pat
                                for step in (1, 2, 3)))
     print_grpo_steps({"global_step": 3}, metrics)
     assert "differed in reward in 0 of 3 steps; in every step" in " ".join(capsys.readouterr().out.split())
-    metrics.write_text(json.dumps({"step": 1, "zero_variance_groups/accuracy": 0.5}) + "\n")
+    metrics.write_text("".join(json.dumps({"step": step, "zero_variance_groups/accuracy": share}) + "\n"
+                               for step, share in ((1, 0.5), (2, 1.0))))
+    print_grpo_steps({"global_step": 2}, metrics)
+    assert "differed in reward in 1 of 2 steps (in the others" in " ".join(capsys.readouterr().out.split())
     print_grpo_steps({"global_step": 1}, metrics)
-    assert "differed in reward in 1 of 1 steps (in the others" in " ".join(capsys.readouterr().out.split())
+    assert "differed in reward in 1 of 1 steps warning" in " ".join(capsys.readouterr().out.split())

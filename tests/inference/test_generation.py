@@ -37,3 +37,19 @@ def test_shared_prefix_generation_matches_the_plain_path(tiny_lm_dir: Path, monk
     assert all(layer.key_room.shape[2] >= calls[0]["input_ids"].shape[1] + 12 for layer in layers)
     single = generate_batch(model, tokenizer, texts[:1], max_new_tokens=12)
     assert single == plain[:1]  # one prompt alone: the same answer as inside the batch
+
+
+def test_the_shared_prefix_pass_asks_for_one_position_of_logits(tiny_lm_dir: Path) -> None:
+    from embodied_r.inference.models import load_reasoner
+
+    model, _ = load_reasoner(str(tiny_lm_dir), dtype="float32")
+    seen: list[dict] = []
+    handle = model.register_forward_hook(lambda module, args, kwargs, output: seen.append(
+        {"keep": kwargs.get("logits_to_keep"), "positions": output.logits.shape[1]}), with_kwargs=True)
+    try:
+        cache = generation._prefix_cache(model, list(range(5, 25)), rows=3, capacity=40)
+    finally:
+        handle.remove()
+    # Only the cache is wanted: the pass computes one position of logits, not one per prefix token.
+    assert seen == [{"keep": 1, "positions": 1}]
+    assert cache.get_seq_length() == 20

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 HELP = ("run the whole pipeline on synthetic data: world -> key frames -> perception -> SFT on the gold answers -> "
@@ -40,8 +41,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from embodied_r.cli.common import CLIError, console, print_table
     from embodied_r.demo import Stage, WorldChoice, run_demo
 
@@ -93,7 +92,7 @@ def leading_letter(metrics: dict[str, Any]) -> str | None:
     return f"{letter} {bias['predicted'][letter]}/{bias['n_parsed']}" if letter else None
 
 
-def print_grpo_steps(train: dict[str, Any], metrics_file: Any = None) -> None:
+def print_grpo_steps(train: dict[str, Any], metrics_file: Path | None = None) -> None:
     """How many GRPO steps ran, whether the time budget ended them before max_steps, and in how many of them
     a group's rewards differed (``metrics_file``: the train stage's metrics.jsonl)."""
     from embodied_r.cli.common import console
@@ -109,12 +108,12 @@ def print_grpo_steps(train: dict[str, Any], metrics_file: Any = None) -> None:
                         f"({budget['minutes']:.1f} min for training) ended it there", markup=False)
     else:
         console().print(f"GRPO: {ran} steps", markup=False)
-    signal = steps_with_signal(metrics_file) if metrics_file is not None else None
+    signal = steps_with_signal(metrics_file, ran) if metrics_file is not None else None
     if signal is not None:
-        console().print(f"GRPO's groups differed in reward in {signal} of {ran} steps" + (
-            "; in every step all completions of a prompt earned one reward, so no update ran (nothing to learn "
-            "from: the SFT model already answers alike every time)" if signal == 0 else
-            " (in the others every advantage was zero)"), markup=False)
+        why = {0: "; in every step all completions of a prompt earned one reward, so no update ran (nothing to "
+                  "learn from: the SFT model already answers alike every time)", ran: ""}
+        console().print(f"GRPO's groups differed in reward in {signal} of {ran} steps"
+                        + why.get(signal, " (in the others every advantage was zero)"), markup=False)
     if ran < MIN_GRPO_STEPS:
         console().print(f"warning: fewer than {MIN_GRPO_STEPS} GRPO steps ran, the demo's aim: the stages before "
                         "training and the evaluation after it left too little of the time budget; --minutes "
