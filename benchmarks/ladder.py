@@ -694,7 +694,7 @@ def arm_compute(out: Path, arm: str, settings: dict[str, Any], seeds: list[int],
     GRPO's), and the wall seconds of its stages in ``OUT/state.json``: the warm-up's, and for SFT, GRPO, each
     variant and GRPO's evaluation on ``part`` the median over ``seeds`` (None where none is recorded). Wall
     time includes whatever else the machine ran then. Also, per GRPO run and seed, the steps in which some
-    group's rewards varied (``reward_signal.steps_with_signal``; None without the run's metrics)."""
+    group's rewards varied (:func:`signal_by_run`)."""
     recipe = settings["recipe"]
     done = read_json(out / "state.json") if (out / "state.json").is_file() else {}
 

@@ -11,6 +11,7 @@ skips them.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -280,8 +281,9 @@ def run_demo(out: str | Path, minutes: float = 15.0, model: str = DEFAULT_MODEL,
     if world is not None:
         world.check()
         size = replace(size, tasks=world.tasks or size.tasks, detail=world.detail or size.detail,
-                                   span=world.span or size.span)
-    size.dtype = dtype if dtype != "auto" else size.dtype
+                       span=world.span or size.span)
+    if dtype != "auto":  # a copy: the caller's size is not changed
+        size = replace(size, dtype=dtype)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with exclusive_output(out):
@@ -289,8 +291,7 @@ def run_demo(out: str | Path, minutes: float = 15.0, model: str = DEFAULT_MODEL,
 
 
 def _run_demo_in(out: Path, minutes: float, model: str, workers: int, force: bool,
-                 on_stage: Callable[[Stage, int, int, str], None] | None, size: DemoSize | None) -> dict[str, Any]:
-    size = size or DemoSize.for_minutes(minutes)
+                 on_stage: Callable[[Stage, int, int, str], None] | None, size: DemoSize) -> dict[str, Any]:
     state_path, plan_path = out / "demo_state.json", out / "demo_plan.json"
     state: dict[str, Any] = {} if force or not state_path.exists() else read_json(state_path)
     if state and plan_path.exists():  # before anything is written: a refused run leaves the folder as it was
@@ -330,17 +331,12 @@ def check_same_size(before: dict[str, Any], size: DemoSize, out: Path) -> None:
     """Refuse to resume a demo at another size, precision (``--dtype``) or world (task types, detail level,
     span): its finished stages would be reused for data or models they were not made with. A field an older
     plan lacks is not compared."""
-    now = asdict(size)
-    differ = [f"{key} {before.get(key)!r} -> {value!r}" for key, value in now.items()
-              if key in before and _plain(before[key]) != _plain(value)]
+    now = json.loads(json.dumps(asdict(size)))  # as the plan file reads back (a tuple comes back a list)
+    differ = [f"{key} {before[key]!r} -> {value!r}" for key, value in now.items()
+              if key in before and before[key] != value]
     if differ:
         raise ValueError(f"{out} holds a demo run with other settings ({'; '.join(differ)}); rerun with --force "
                          "to start it again, or give another --out")
-
-
-def _plain(value: Any) -> Any:
-    """``value`` as the plan file reads it back (JSON turns a tuple into a list)."""
-    return list(value) if isinstance(value, tuple) else value
 
 
 # The evaluation after GRPO, against the SFT model's (same questions, same budget): the trained model

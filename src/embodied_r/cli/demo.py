@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--detail", default=None, choices=DETAIL_LEVELS,
                         help="the oracle perception's detail level (default: words; docs/world.md)")
     parser.add_argument("--span", default=None, choices=SPANS,
-                        help="keep questions whose objects 1, 2 or any number of key frames show (default: all)")
+                        help="keep only questions whose needed objects are shown in 1 key frame, in 2 at the fewest, "
+                             "or in any number (default: every question)")
     parser.add_argument("--record", default=None, metavar="PATH",
                         help="also write the run's record (machine, times, every accuracy, the exact tests) as JSON, "
                              "the numbers README quotes (docs/records/demo.json)")
@@ -110,10 +111,13 @@ def print_grpo_steps(train: dict[str, Any], metrics_file: Path | None = None) ->
         console().print(f"GRPO: {ran} steps", markup=False)
     signal = steps_with_signal(metrics_file, ran) if metrics_file is not None else None
     if signal is not None:
-        why = {0: "; in every step all completions of a prompt earned one reward, so no update ran (nothing to "
-                  "learn from: the SFT model already answers alike every time)", ran: ""}
-        console().print(f"GRPO's groups differed in reward in {signal} of {ran} steps"
-                        + why.get(signal, " (in the others every advantage was zero)"), markup=False)
+        line = f"GRPO's groups differed in reward in {signal} of {ran} steps"
+        if signal == 0:
+            line += ("; in every step all completions of a prompt earned one reward, so no update ran (nothing to "
+                     "learn from: the SFT model already answers alike every time)")
+        elif signal < ran:
+            line += " (in the others every advantage was zero)"
+        console().print(line, markup=False)
     if ran < MIN_GRPO_STEPS:
         console().print(f"warning: fewer than {MIN_GRPO_STEPS} GRPO steps ran, the demo's aim: the stages before "
                         "training and the evaluation after it left too little of the time budget; --minutes "
